@@ -1,0 +1,310 @@
+//! The public differentiation surface: gradient state on tensors, `backward`,
+//! `backwards_traversal` and the functional `grad`.
+
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::engine::{propagate, Plan, Sink, Staging};
+use crate::error::{bail, ensure, Result};
+use crate::gradient;
+use crate::layout::Layout;
+use crate::op::Node;
+use crate::scalar::Buffer;
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Whether this tensor participates in differentiation: its logical dtype is exactly
+    /// `DType::Float32`, whatever its carrier.
+    pub fn is_differentiable(&self) -> bool {
+        self.dtype().is_differentiable()
+    }
+
+    fn ensure_differentiable(&self, what: &str) -> Result<()> {
+        ensure!(
+            self.is_differentiable(),
+            Runtime,
+            "{what} needs a differentiable (Float32) tensor, but this tensor's logical dtype is {}",
+            self.dtype()
+        );
+        Ok(())
+    }
+
+    /// The accumulated gradient, `None` until one is accumulated or assigned.
+    pub fn grad(&self) -> Result<Option<Tensor>> {
+        self.ensure_differentiable("reading .grad")?;
+        Ok(self.state().grad.clone())
+    }
+
+    /// Assigns `.grad`. `None` always succeeds; a gradient must be a Float32 tensor of this
+    /// tensor's shape, on a differentiable tensor.
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        if let Some(g) = &grad {
+            self.ensure_differentiable("assigning .grad")?;
+            ensure!(
+                g.dtype() == &DType::Float32,
+                Type,
+                "a gradient must be a Float32 tensor, got {}",
+                g.dtype()
+            );
+            ensure!(
+                g.shape() == self.shape(),
+                Value,
+                "a gradient of shape {} cannot be assigned to a tensor of shape {}",
+                g.shape(),
+                self.shape()
+            );
+        }
+        self.state().grad = grad;
+        Ok(())
+    }
+
+    /// Whether later traversals accumulate into this non-leaf tensor's `.grad`.
+    pub fn retain_grad(&self, retain: bool) -> Result<()> {
+        self.ensure_differentiable("retain_grad")?;
+        self.state().retain = retain;
+        Ok(())
+    }
+
+    pub(crate) fn retains_grad(&self) -> bool {
+        self.state().retain
+    }
+
+    /// The autograd node that produced this tensor, `None` for a leaf.
+    pub fn autograd_ctx(&self) -> Option<Node> {
+        self.state().ctx.clone()
+    }
+
+    /// Assigns the autograd node. `None` always succeeds; a node needs a differentiable tensor.
+    pub fn set_autograd_ctx(&self, ctx: Option<Node>) -> Result<()> {
+        if ctx.is_some() {
+            self.ensure_differentiable("assigning autograd_ctx")?;
+        }
+        self.state().ctx = ctx;
+        Ok(())
+    }
+
+    /// `backward_with(None, false)`: differentiates a one-element tensor of layout `(1):(1)`.
+    #[track_caller]
+    pub fn backward(&self) -> Result<()> {
+        self.backward_with(None, false)
+    }
+
+    /// Propagates `gradient` (the cotangent for this tensor; `None` for the implicit unit
+    /// cotangent of a scalar) through the graph and accumulates into `.grad` of the leaves and
+    /// retained non-leaves. Unless `retain_graph`, the reached graph is released afterwards.
+    ///
+    /// On any error nothing changes: no `.grad`, no release.
+    pub fn backward_with(&self, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
+        self.ensure_differentiable("backward")?;
+        ensure!(
+            self.subtensor_count() == 1,
+            NotImplemented,
+            "backward needs a tensor with one subtensor, this one has {}",
+            self.subtensor_count()
+        );
+        let cotangent = match gradient {
+            Some(g) => gradient::buffer_for(self, g).map_err(|e| e.context("backward"))?,
+            None => self.unit_cotangent()?,
+        };
+        let mut staging = Staging::default();
+        let Some(root) = self.autograd_ctx() else {
+            staging.add(self, cotangent)?;
+            return staging.commit();
+        };
+        if self.retains_grad() {
+            staging.add(self, cotangent.clone())?;
+        }
+        let plan = Plan::discover(&root)?;
+        propagate(&plan, cotangent, &Sink::Accumulate, &mut staging)?;
+        staging.commit()?;
+        if !retain_graph {
+            plan.release();
+        }
+        Ok(())
+    }
+
+    fn unit_cotangent(&self) -> Result<Tensor> {
+        let l = self.layout();
+        ensure!(
+            l.rank() == 1 && l.mode_is_leaf(0) && l.size() == 1,
+            Value,
+            "backward() without a gradient needs a tensor with exactly one top-level leaf mode of extent 1, got layout {l}; pass a gradient"
+        );
+        let carrier = self.carrier()?.fresh(Buffer::F32(vec![1.0; l.cosize()]))?;
+        Ok(Tensor::from_carrier_unchecked(
+            carrier,
+            self.layout_arc().clone(),
+            DType::Float32,
+        ))
+    }
+}
+
+/// Propagates `gradient`, the cotangent of the result `operation` produced, through the graph
+/// rooted at `operation`, accumulating into leaves as `backward` does but into no result's
+/// `.grad`. `None` traverses nothing.
+pub fn backwards_traversal(
+    gradient: &Tensor,
+    operation: Option<&Node>,
+    retain_graph: bool,
+) -> Result<()> {
+    let Some(root) = operation else { return Ok(()) };
+    let plan = Plan::discover(root)?;
+    let mut staging = Staging::default();
+    propagate(&plan, gradient.clone(), &Sink::Accumulate, &mut staging)?;
+    staging.commit()?;
+    if !retain_graph {
+        plan.release();
+    }
+    Ok(())
+}
+
+/// Options of [`grad`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GradOptions {
+    /// The first cotangent mode indexes independent cotangents.
+    pub batched: bool,
+    /// Keep the traversed graph for a later traversal.
+    pub retain_graph: bool,
+}
+
+/// Vector-Jacobian products of `output` with respect to `inputs`, one entry per input in
+/// order: a detached gradient in fresh storage of the input's carrier class, or `None` when
+/// the traversal does not reach the input. Never reads or writes any `.grad`.
+///
+/// With `options.batched`, `cotangents` has a leaf batch mode of extent K prepended to
+/// `output`'s layout, and each gradient gains a batch mode whose stride is the single
+/// gradient layout's cosize.
+pub fn grad(
+    output: &Tensor,
+    inputs: &[&Tensor],
+    cotangents: &Tensor,
+    options: GradOptions,
+) -> Result<Vec<Option<Tensor>>> {
+    output.ensure_differentiable("grad of an output")?;
+    ensure!(
+        output.subtensor_count() == 1,
+        NotImplemented,
+        "grad needs an output with one subtensor, this one has {}",
+        output.subtensor_count()
+    );
+    for (i, t) in inputs.iter().enumerate() {
+        ensure!(
+            t.is_differentiable(),
+            Value,
+            "input {i} of grad is not differentiable: its logical dtype is {}",
+            t.dtype()
+        );
+    }
+    let batch = if options.batched {
+        batch_cotangents(output, cotangents)?
+    } else {
+        vec![gradient::buffer_for(output, cotangents)?]
+    };
+    let wanted = |t: &Tensor| inputs.iter().any(|i| i.same_tensor(t));
+    let plan = match output.autograd_ctx() {
+        Some(root) => {
+            let mut plan = Plan::discover(&root)?;
+            plan.prune(&wanted);
+            Some(plan)
+        }
+        None => None,
+    };
+    let mut runs = Vec::with_capacity(batch.len());
+    for cot in batch {
+        let mut staging = Staging::default();
+        if wanted(output) {
+            staging.add(output, cot.clone())?;
+        }
+        if let Some(plan) = &plan {
+            propagate(plan, cot, &Sink::Collect(&wanted), &mut staging)?;
+        }
+        runs.push(staging);
+    }
+    let results = inputs
+        .iter()
+        .map(|t| {
+            if options.batched {
+                stack(t, &runs)
+            } else {
+                single(t, &runs[0])
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let (Some(plan), false) = (&plan, options.retain_graph) {
+        plan.release();
+    }
+    Ok(results)
+}
+
+fn single(input: &Tensor, staging: &Staging) -> Result<Option<Tensor>> {
+    staging
+        .get(input)
+        .map(|g| gradient::detached_copy(g, input.carrier()?))
+        .transpose()
+}
+
+/// One gradient per batch index stacked along a new leading mode of stride = cosize.
+fn stack(input: &Tensor, runs: &[Staging]) -> Result<Option<Tensor>> {
+    let Some(layout) = runs
+        .iter()
+        .find_map(|s| s.get(input))
+        .map(|g| g.layout().clone())
+    else {
+        return Ok(None);
+    };
+    let cosize = layout.cosize();
+    let mut data = vec![0.0f32; cosize * runs.len()];
+    for (k, run) in runs.iter().enumerate() {
+        if let Some(g) = run.get(input) {
+            let values = g.values::<f32>()?;
+            let mut it = values.into_iter();
+            layout.for_each_offset(|o| {
+                if let Some(v) = it.next() {
+                    data[k * cosize + o] = v;
+                }
+            });
+        }
+    }
+    let stacked = layout.prepend_mode(runs.len(), cosize)?;
+    let carrier = input.carrier()?.fresh(Buffer::F32(data))?;
+    Ok(Some(Tensor::from_carrier_unchecked(
+        carrier,
+        Arc::new(stacked),
+        DType::Float32,
+    )))
+}
+
+/// Splits a batched cotangent into its K cotangents for `output`, each validated.
+fn batch_cotangents(output: &Tensor, cotangents: &Tensor) -> Result<Vec<Tensor>> {
+    let c = cotangents.layout();
+    let o = output.layout();
+    let expected = format!("a leaf batch mode K:stride followed by the output layout {o}");
+    let trailing_ok =
+        c.rank() == o.rank() + 1 && c.mode_is_leaf(0) && c.modes()[1..] == o.modes()[..];
+    if !trailing_ok || cotangents.subtensor_count() != 1 {
+        bail!(
+            Value,
+            "batched cotangents must have layout {expected}, got {c}"
+        );
+    }
+    let k = c.dims()[0];
+    ensure!(
+        k > 0,
+        Value,
+        "batched cotangents need at least one batch index, got layout {c}"
+    );
+    let batch_stride = c.mode_leaves(0)[0].stride;
+    let view_layout = if o.shape().tree() == &crate::IntTuple::Int(o.size() as i64) {
+        o.clone()
+    } else {
+        Layout::from_modes(&o.modes())?
+    };
+    (0..k)
+        .map(|i| {
+            let view = cotangents
+                .with_layout(view_layout.clone(), cotangents.offset() + i * batch_stride)?;
+            gradient::buffer_for(output, &view)
+                .map_err(|e| e.context(format!("cotangent at batch index {i}")))
+        })
+        .collect()
+}

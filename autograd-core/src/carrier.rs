@@ -1,0 +1,281 @@
+//! Storage behind tensors: the public `Carrier` trait and the CPU carrier.
+//!
+//! A carrier has an identity, a version that every successful public mutation bumps once, and
+//! can make fresh storage of its own exact implementation class (so gradients of a tensor live
+//! where the tensor lives). Kernels reach CPU elements as typed slices through [`CpuCarrier`].
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::dtype::DType;
+use crate::error::{bail, ensure, Result};
+use crate::scalar::{Buffer, Element, Scalar};
+
+/// The identity of one carrier, unique for the life of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CarrierId(u64);
+
+impl CarrierId {
+    /// A new identity, never handed out before.
+    pub fn fresh() -> CarrierId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        CarrierId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for CarrierId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "carrier#{}", self.0)
+    }
+}
+
+/// Storage of elements of one simple dtype.
+///
+/// Implementations bump their version exactly once for every successful call of a mutating
+/// method and never for a failed one.
+pub trait Carrier: Send + Sync + fmt::Debug + 'static {
+    /// This carrier's identity.
+    fn id(&self) -> CarrierId;
+    /// The number of successful mutations so far.
+    fn version(&self) -> u64;
+    /// Number of elements held.
+    fn len(&self) -> usize;
+    /// Whether it holds no element.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The simple dtype of the elements.
+    fn dtype(&self) -> DType;
+    /// A short name of the implementation class, for messages.
+    fn class_name(&self) -> &'static str;
+    /// Element `offset`.
+    fn read(&self, offset: usize) -> Result<Scalar>;
+    /// A copy of every element.
+    fn to_buffer(&self) -> Buffer;
+    /// Writes every `(offset, value)` pair, all or nothing, with one version bump. Values must
+    /// already have this carrier's dtype.
+    fn write(&self, writes: &[(usize, Scalar)]) -> Result<()>;
+    /// Fresh storage of this carrier's exact implementation class holding `data`.
+    fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>>;
+    /// For downcasting to the implementation (kernels use this to reach typed slices).
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl dyn Carrier {
+    /// Whether two carriers are of the same implementation class.
+    pub fn same_class(&self, other: &dyn Carrier) -> bool {
+        self.as_any().type_id() == other.as_any().type_id()
+    }
+
+    /// The implementation class as a `TypeId`.
+    pub fn class_id(&self) -> TypeId {
+        self.as_any().type_id()
+    }
+
+    /// This carrier as the CPU carrier, if it is one.
+    pub fn as_cpu(&self) -> Option<&CpuCarrier> {
+        self.as_any().downcast_ref::<CpuCarrier>()
+    }
+}
+
+/// Storage in main memory, held as one `Vec` of a simple dtype.
+///
+/// An `RwLock` guards the elements: readers (every kernel) share it, a mutation takes it
+/// exclusively. A lock rather than `UnsafeCell` because tensors are `Send + Sync` and a user
+/// may mutate a tensor on one thread while another reads it.
+pub struct CpuCarrier {
+    id: CarrierId,
+    version: AtomicU64,
+    data: RwLock<Buffer>,
+}
+
+impl fmt::Debug for CpuCarrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let data = self.lock_read();
+        write!(
+            f,
+            "CpuCarrier({}, v{}, {} x {})",
+            self.id,
+            self.version(),
+            data.len(),
+            data.dtype()
+        )
+    }
+}
+
+impl CpuCarrier {
+    /// A CPU carrier owning `data`.
+    pub fn new(data: Buffer) -> CpuCarrier {
+        CpuCarrier {
+            id: CarrierId::fresh(),
+            version: AtomicU64::new(0),
+            data: RwLock::new(data),
+        }
+    }
+
+    /// A CPU carrier owning `data`, shared.
+    pub fn shared(data: Buffer) -> Arc<dyn Carrier> {
+        Arc::new(CpuCarrier::new(data))
+    }
+
+    /// A shared CPU carrier owning the elements of `v`.
+    pub fn from_vec<T: Element>(v: Vec<T>) -> Arc<dyn Carrier> {
+        CpuCarrier::shared(T::into_buffer(v))
+    }
+
+    // A poisoned lock only means a panic happened while writing elements; the elements are
+    // plain numbers, so the data is still usable.
+    fn lock_read(&self) -> RwLockReadGuard<'_, Buffer> {
+        self.data
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_write(&self) -> RwLockWriteGuard<'_, Buffer> {
+        self.data
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the elements as a typed slice.
+    pub fn with_slice<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        let data = self.lock_read();
+        match T::slice(&data) {
+            Some(s) => Ok(f(s)),
+            None => bail!(
+                Type,
+                "{} holds {} elements, not {}",
+                self.id,
+                data.dtype(),
+                T::DTYPE
+            ),
+        }
+    }
+
+    /// Runs `f` on the elements as a mutable typed slice; a success bumps the version once.
+    pub fn with_slice_mut<T: Element, R>(
+        &self,
+        f: impl FnOnce(&mut [T]) -> Result<R>,
+    ) -> Result<R> {
+        let mut data = self.lock_write();
+        let dtype = data.dtype();
+        let Some(s) = T::slice_mut(&mut data) else {
+            bail!(Type, "{} holds {dtype} elements, not {}", self.id, T::DTYPE)
+        };
+        let out = f(s)?;
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(out)
+    }
+
+    /// Runs `f` on the whole buffer (any dtype).
+    pub fn with_buffer<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
+        f(&self.lock_read())
+    }
+}
+
+impl Carrier for CpuCarrier {
+    fn id(&self) -> CarrierId {
+        self.id
+    }
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+    fn len(&self) -> usize {
+        self.lock_read().len()
+    }
+    fn dtype(&self) -> DType {
+        self.lock_read().dtype()
+    }
+    fn class_name(&self) -> &'static str {
+        "CpuCarrier"
+    }
+    fn read(&self, offset: usize) -> Result<Scalar> {
+        let data = self.lock_read();
+        match data.get(offset) {
+            Some(v) => Ok(v),
+            None => bail!(
+                Value,
+                "offset {offset} is out of range for {} of length {}",
+                self.id,
+                data.len()
+            ),
+        }
+    }
+    fn to_buffer(&self) -> Buffer {
+        self.lock_read().clone()
+    }
+    fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
+        let mut data = self.lock_write();
+        let (len, dtype) = (data.len(), data.dtype());
+        for &(o, v) in writes {
+            ensure!(
+                o < len,
+                Value,
+                "offset {o} is out of range for {} of length {len}",
+                self.id
+            );
+            ensure!(
+                v.dtype() == dtype,
+                Type,
+                "cannot write a {} value into {dtype} storage",
+                v.dtype()
+            );
+        }
+        for &(o, v) in writes {
+            data.put(o, v);
+        }
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+    fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
+        Ok(CpuCarrier::shared(data))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_bump_once_per_successful_mutation() {
+        let c = CpuCarrier::new(Buffer::F32(vec![0.0; 4]));
+        assert_eq!(c.version(), 0);
+        c.write(&[(0, Scalar::F32(1.0)), (3, Scalar::F32(2.0))])
+            .unwrap();
+        assert_eq!(c.version(), 1);
+        assert!(c
+            .write(&[(0, Scalar::F32(5.0)), (4, Scalar::F32(1.0))])
+            .is_err());
+        assert!(c.write(&[(0, Scalar::I32(5))]).is_err());
+        assert_eq!(c.version(), 1);
+        assert_eq!(
+            c.read(0).unwrap(),
+            Scalar::F32(1.0),
+            "a failed write changes nothing"
+        );
+        c.with_slice_mut::<f32, _>(|s| {
+            s[1] = 9.0;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(c.version(), 2);
+        assert!(c.with_slice_mut::<f32, ()>(|_| bail!(Value, "no")).is_err());
+        assert!(c.with_slice_mut::<i32, ()>(|_| Ok(())).is_err());
+        assert_eq!(c.version(), 2);
+        assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 0.0, 2.0]));
+    }
+
+    #[test]
+    fn fresh_is_same_class_with_new_identity() {
+        let c = CpuCarrier::from_vec(vec![1i32, 2]);
+        let f = c.fresh(Buffer::F32(vec![0.0])).unwrap();
+        assert!(c.same_class(&*f));
+        assert_ne!(c.id(), f.id());
+        assert_eq!(f.dtype(), DType::Float32);
+    }
+}

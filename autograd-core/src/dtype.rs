@@ -1,0 +1,223 @@
+//! Data-type descriptors: simple element types, categories of them, and compound records.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{bail, Result};
+
+/// A logical data-type descriptor.
+///
+/// Simple dtypes name one storage element type. A [`DTypeCategory`] names a set of simple
+/// dtypes, and a [`CompoundDType`] names a record of fields. Only the exact descriptor
+/// [`DType::Float32`] is differentiable.
+#[derive(Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DType {
+    /// 32-bit IEEE float; the one differentiable dtype.
+    Float32,
+    /// 64-bit IEEE float.
+    Float64,
+    /// 32-bit signed integer.
+    Int32,
+    /// 64-bit signed integer.
+    Int64,
+    /// Boolean.
+    Bool,
+    /// A category of simple dtypes, used as a logical dtype over storage of a member.
+    Category(DTypeCategory),
+    /// A record with named fields.
+    Compound(Arc<CompoundDType>),
+}
+
+/// A set of simple dtypes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DTypeCategory {
+    /// Float32 and Float64.
+    Floating,
+    /// Int32 and Int64.
+    Integer,
+    /// Every floating and integer dtype.
+    Numeric,
+    /// Every dtype.
+    Any,
+}
+
+/// A record dtype: an ordered list of named fields, each of a simple or compound dtype.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompoundDType {
+    fields: Vec<(String, DType)>,
+}
+
+impl CompoundDType {
+    /// A record of the given fields. Names must be unique and non-empty, and no field may be a
+    /// category (a record stores concrete values).
+    pub fn new<S: Into<String>>(fields: impl IntoIterator<Item = (S, DType)>) -> Result<Self> {
+        let fields: Vec<(String, DType)> = fields.into_iter().map(|(n, d)| (n.into(), d)).collect();
+        if fields.is_empty() {
+            bail!(Value, "a compound dtype needs at least one field");
+        }
+        for (i, (name, dtype)) in fields.iter().enumerate() {
+            if name.is_empty() {
+                bail!(Value, "field {i} of a compound dtype has an empty name");
+            }
+            if fields[..i].iter().any(|(other, _)| other == name) {
+                bail!(Value, "compound dtype field name `{name}` appears twice");
+            }
+            if let DType::Category(c) = dtype {
+                bail!(
+                    Value,
+                    "compound dtype field `{name}` has the category {c:?}, not a concrete dtype"
+                );
+            }
+        }
+        Ok(CompoundDType { fields })
+    }
+
+    /// The fields in order.
+    pub fn fields(&self) -> &[(String, DType)] {
+        &self.fields
+    }
+
+    /// The simple dtypes of the leaf fields, nested records flattened in order.
+    pub fn leaf_dtypes(&self) -> Vec<DType> {
+        let mut out = Vec::new();
+        for (_, d) in &self.fields {
+            match d {
+                DType::Compound(c) => out.extend(c.leaf_dtypes()),
+                other => out.push(other.clone()),
+            }
+        }
+        out
+    }
+}
+
+impl DType {
+    /// A compound dtype from fields; see [`CompoundDType::new`].
+    pub fn compound<S: Into<String>>(fields: impl IntoIterator<Item = (S, DType)>) -> Result<Self> {
+        Ok(DType::Compound(Arc::new(CompoundDType::new(fields)?)))
+    }
+
+    /// Whether tensors of this logical dtype participate in differentiation: exactly
+    /// [`DType::Float32`].
+    pub fn is_differentiable(&self) -> bool {
+        matches!(self, DType::Float32)
+    }
+
+    /// Whether this names one storage element type.
+    pub fn is_simple(&self) -> bool {
+        !matches!(self, DType::Category(_) | DType::Compound(_))
+    }
+
+    /// Whether this is Float32 or Float64.
+    pub fn is_floating(&self) -> bool {
+        matches!(self, DType::Float32 | DType::Float64)
+    }
+
+    /// Whether this is Int32 or Int64.
+    pub fn is_integer(&self) -> bool {
+        matches!(self, DType::Int32 | DType::Int64)
+    }
+
+    /// Bytes one element of a simple dtype occupies in CPU storage.
+    pub fn size_of(&self) -> Option<usize> {
+        match self {
+            DType::Float32 | DType::Int32 => Some(4),
+            DType::Float64 | DType::Int64 => Some(8),
+            DType::Bool => Some(1),
+            DType::Category(_) | DType::Compound(_) => None,
+        }
+    }
+
+    /// Whether a simple dtype belongs to this category (or equals this dtype).
+    pub fn admits(&self, simple: &DType) -> bool {
+        match self {
+            DType::Category(c) => c.contains(simple),
+            other => other == simple,
+        }
+    }
+}
+
+impl DTypeCategory {
+    /// Whether `dtype` belongs to this category.
+    pub fn contains(self, dtype: &DType) -> bool {
+        match self {
+            DTypeCategory::Floating => dtype.is_floating(),
+            DTypeCategory::Integer => dtype.is_integer(),
+            DTypeCategory::Numeric => dtype.is_floating() || dtype.is_integer(),
+            DTypeCategory::Any => !matches!(dtype, DType::Category(_)),
+        }
+    }
+}
+
+impl fmt::Debug for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DType::Float32 => f.write_str("Float32"),
+            DType::Float64 => f.write_str("Float64"),
+            DType::Int32 => f.write_str("Int32"),
+            DType::Int64 => f.write_str("Int64"),
+            DType::Bool => f.write_str("Bool"),
+            DType::Category(c) => write!(f, "{c:?}"),
+            DType::Compound(c) => {
+                f.write_str("{")?;
+                for (i, (name, d)) in c.fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{name}: {d}")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_float32_is_differentiable() {
+        let compound = DType::compound([("x", DType::Float32)]).unwrap();
+        for d in [
+            DType::Float64,
+            DType::Int32,
+            DType::Int64,
+            DType::Bool,
+            DType::Category(DTypeCategory::Floating),
+            DType::Category(DTypeCategory::Any),
+            compound,
+        ] {
+            assert!(!d.is_differentiable(), "{d}");
+        }
+        assert!(DType::Float32.is_differentiable());
+    }
+
+    #[test]
+    fn compound_rejects_bad_fields() {
+        assert!(CompoundDType::new(Vec::<(String, DType)>::new()).is_err());
+        assert!(CompoundDType::new([("a", DType::Float32), ("a", DType::Int32)]).is_err());
+        assert!(CompoundDType::new([("a", DType::Category(DTypeCategory::Any))]).is_err());
+        let inner = DType::compound([("re", DType::Float32), ("im", DType::Float32)]).unwrap();
+        let outer = CompoundDType::new([("z", inner), ("w", DType::Float32)]).unwrap();
+        assert_eq!(outer.leaf_dtypes(), vec![DType::Float32; 3]);
+    }
+
+    #[test]
+    fn categories() {
+        assert!(DType::Category(DTypeCategory::Floating).admits(&DType::Float64));
+        assert!(!DType::Category(DTypeCategory::Integer).admits(&DType::Float64));
+        assert!(DType::Category(DTypeCategory::Any).admits(&DType::Bool));
+        assert_eq!(
+            DType::Category(DTypeCategory::Numeric).to_string(),
+            "Numeric"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Gradient buffers: validating a cotangent against its target, folding broadcast aliases, and
+//! summing contributions. Every buffer made here has an injective layout and fresh storage.
+
+use std::sync::Arc;
+
+use crate::carrier::Carrier;
+use crate::dtype::DType;
+use crate::error::{bail, ensure, Result};
+use crate::layout::{Aliasing, Layout};
+use crate::scalar::Buffer;
+use crate::tensor::Tensor;
+
+/// Float32 values of `layout` placed in fresh storage of `class`'s implementation class; the
+/// values are given in logical order and holes stay zero.
+pub(crate) fn place(
+    values: Vec<f32>,
+    layout: Arc<Layout>,
+    class: &Arc<dyn Carrier>,
+) -> Result<Tensor> {
+    debug_assert_eq!(values.len(), layout.size());
+    let data = if layout.size() == layout.cosize() && layout.is_row_major_contiguous() {
+        values
+    } else {
+        let mut data = vec![0.0f32; layout.cosize()];
+        let mut it = values.into_iter();
+        layout.for_each_offset(|o| {
+            if let Some(v) = it.next() {
+                data[o] = v;
+            }
+        });
+        data
+    };
+    let carrier = class.fresh(Buffer::F32(data))?;
+    Ok(Tensor::from_carrier_unchecked(
+        carrier,
+        layout,
+        DType::Float32,
+    ))
+}
+
+/// Checks that `g` can be a cotangent for `target` (spec: "Cotangent layouts must address the
+/// target tensor exactly") and returns it in the target's gradient-buffer layout: the target's
+/// own layout when injective, the canonical layout with per-slot sums replicated when the
+/// target aliases only through broadcast modes.
+pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
+    ensure!(
+        g.dtype() == &DType::Float32,
+        Type,
+        "a cotangent must be a Float32 tensor, got {}",
+        g.dtype()
+    );
+    ensure!(
+        g.subtensor_count() == 1,
+        NotImplemented,
+        "a cotangent must have one subtensor, this one has {}",
+        g.subtensor_count()
+    );
+    let t = target.layout();
+    match t.aliasing() {
+        Aliasing::None => {
+            ensure!(
+                g.layout() == t,
+                Value,
+                "the cotangent layout {} does not match the target tensor's layout {} exactly",
+                g.layout(),
+                t
+            );
+            Ok(g.clone())
+        }
+        Aliasing::Broadcast => {
+            ensure!(
+                g.shape() == t.shape() && g.layout().is_injective(),
+                Value,
+                "the target layout {t} is broadcast, so its cotangent must have shape {} in an injective layout, got {}",
+                t.shape(),
+                g.layout()
+            );
+            fold_broadcast(t, g, target.carrier()?)
+        }
+        Aliasing::Other => bail!(
+            Value,
+            "the target layout {t} aliases storage in a way that broadcast (stride-0) modes do not explain; its gradient would be under-counted"
+        ),
+    }
+}
+
+/// Sums the contributions of every logical position that shares a storage slot of `target`,
+/// and writes that sum at each of those positions, in the canonical layout of the shape.
+fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
+    let values = g.values::<f32>()?;
+    let slots = target.offsets();
+    let mut sums = vec![0.0f32; target.cosize()];
+    for (v, &s) in values.iter().zip(&slots) {
+        sums[s] += v;
+    }
+    let folded: Vec<f32> = slots.iter().map(|&s| sums[s]).collect();
+    place(
+        folded,
+        Arc::new(Layout::canonical(target.shape().clone())?),
+        class,
+    )
+}
+
+/// `a + b` elementwise in logical order, in `a`'s layout and fresh storage of `a`'s class.
+pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    ensure!(
+        a.shape() == b.shape(),
+        Value,
+        "cannot add gradients of shapes {} and {}",
+        a.shape(),
+        b.shape()
+    );
+    let class = a.carrier()?;
+    if a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
+        if let (Some(ca), Some(cb)) = (class.as_cpu(), b.carrier()?.as_cpu()) {
+            let sum = ca.with_slice::<f32, _>(|x| {
+                cb.with_slice::<f32, _>(|y| add_slots(a.layout(), x, y))
+            })???;
+            let carrier = class.fresh(Buffer::F32(sum))?;
+            return Ok(Tensor::from_carrier_unchecked(
+                carrier,
+                a.layout_arc().clone(),
+                DType::Float32,
+            ));
+        }
+    }
+    let x = a.values::<f32>()?;
+    let y = b.values::<f32>()?;
+    place(
+        x.iter().zip(&y).map(|(p, q)| p + q).collect(),
+        a.layout_arc().clone(),
+        class,
+    )
+}
+
+/// Storage-wise sum over the slots `layout` addresses (holes stay zero), both at offset 0.
+fn add_slots(layout: &Layout, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
+    let n = layout.cosize();
+    ensure!(
+        x.len() >= n && y.len() >= n,
+        Runtime,
+        "gradient storage is shorter than its layout {layout}"
+    );
+    if layout.size() == n {
+        return Ok(x[..n].iter().zip(&y[..n]).map(|(p, q)| p + q).collect());
+    }
+    let mut out = vec![0.0f32; n];
+    layout.for_each_offset(|o| out[o] = x[o] + y[o]);
+    Ok(out)
+}
+
+/// A detached copy of `g` in fresh storage of `class`'s implementation class, same layout.
+pub(crate) fn detached_copy(g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
+    place(g.values::<f32>()?, g.layout_arc().clone(), class)
+}
+
+impl Tensor {
+    /// A Float32 tensor holding `values` (logical order) in a layout a gradient for `self` may
+    /// have: `self`'s own layout when injective, else the canonical layout of its shape; in fresh
+    /// storage of `self`'s carrier class. VJPs use this to return correctly laid-out gradients.
+    pub fn f32_like(&self, values: Vec<f32>) -> Result<Tensor> {
+        ensure!(
+            values.len() == self.size(),
+            Value,
+            "{} values cannot fill shape {} of {} elements",
+            values.len(),
+            self.shape(),
+            self.size()
+        );
+        let layout = if self.layout().is_injective() {
+            self.layout_arc().clone()
+        } else {
+            Arc::new(Layout::canonical(self.shape().clone())?)
+        };
+        place(values, layout, self.part_carrier(0))
+    }
+
+    /// `f32_like` with every element `value`.
+    pub fn f32_full_like(&self, value: f32) -> Result<Tensor> {
+        self.f32_like(vec![value; self.size()])
+    }
+}

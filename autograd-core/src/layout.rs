@@ -1,0 +1,651 @@
+//! Hierarchical CuTe-style layouts: a shape and a congruent stride mapping coordinates to offsets.
+//!
+//! Two orders matter. CuTe's *colexicographic* index runs over the whole shape with the first
+//! leaf fastest. The *logical* order, used wherever values are listed, is row-major over the
+//! top-level modes (last mode fastest, as numpy and ndarray expect) with each nested mode's
+//! sub-coordinate taken as its colexicographic index. For flat shapes it is plain row-major.
+
+use std::fmt;
+
+use crate::error::{bail, ensure, Result};
+use crate::int_tuple::{IntTuple, Shape, Stride};
+
+/// One leaf mode of a layout: an extent and the stride between its consecutive coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Leaf {
+    /// Number of coordinates along this mode.
+    pub extent: usize,
+    /// Storage distance between consecutive coordinates.
+    pub stride: usize,
+}
+
+/// How a layout maps distinct logical coordinates onto storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Aliasing {
+    /// Injective: every coordinate has its own storage slot.
+    None,
+    /// Collisions that vanish once the stride-0 modes are removed.
+    Broadcast,
+    /// Any other collision.
+    Other,
+}
+
+/// A validated hierarchical layout: `shape` and `stride` are congruent trees of non-negative
+/// integers.
+///
+/// ```
+/// use autograd_core::{shape, stride, Layout};
+/// let l = Layout::new(shape![2, [4, 3]], stride![1, [0, 2]]).unwrap();
+/// assert_eq!(l.to_string(), "(2,(4,3)):(1,(0,2))");
+/// assert_eq!((l.size(), l.cosize(), l.rank(), l.depth()), (24, 6, 2, 2));
+/// // colexicographic index 3 is coordinate (1, 1): offset 1 + 0
+/// assert_eq!(l.offset_of_index(3).unwrap(), 1);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Layout {
+    shape: Shape,
+    stride: Stride,
+    leaves: Vec<Leaf>,
+    /// Leaf index range of every top-level mode.
+    modes: Vec<(usize, usize)>,
+    size: usize,
+    cosize: usize,
+    aliasing: Aliasing,
+}
+
+fn to_usize(x: i64, what: &str, layout: &dyn fmt::Display) -> Result<usize> {
+    usize::try_from(x).map_err(|_| {
+        crate::Error::Value(format!(
+            "{what} {x} in layout {layout} is negative; {what}s must be non-negative"
+        ))
+    })
+}
+
+impl Layout {
+    /// A layout from congruent shape and stride trees with non-negative leaves.
+    ///
+    /// Fails with `Error::Value` for non-congruent trees, negative extents or strides, or a size
+    /// or cosize that does not fit in memory addresses.
+    pub fn new(shape: impl Into<Shape>, stride: impl Into<Stride>) -> Result<Layout> {
+        let (shape, stride) = (shape.into(), stride.into());
+        let shown = format!("{shape}:{stride}");
+        ensure!(
+            shape.0.congruent(&stride.0),
+            Value,
+            "shape {shape} and stride {stride} are not congruent (they must have the same tree structure)"
+        );
+        let extents = shape.0.leaves();
+        let strides = stride.0.leaves();
+        let mut leaves = Vec::with_capacity(extents.len());
+        for (&e, &s) in extents.iter().zip(&strides) {
+            leaves.push(Leaf {
+                extent: to_usize(e, "extent", &shown)?,
+                stride: to_usize(s, "stride", &shown)?,
+            });
+        }
+        let mut modes = Vec::with_capacity(shape.0.rank());
+        let mut start = 0;
+        for m in shape.0.modes() {
+            let n = m.leaves().len();
+            modes.push((start, start + n));
+            start += n;
+        }
+        let limit = isize::MAX as usize;
+        let mut size: usize = 1;
+        let mut span: usize = 0;
+        for l in &leaves {
+            size = size
+                .checked_mul(l.extent)
+                .filter(|s| *s <= limit)
+                .ok_or_else(|| {
+                    crate::Error::Value(format!(
+                        "layout {shown} has more elements than fit in memory"
+                    ))
+                })?;
+            if l.extent > 0 {
+                span = (l.extent - 1)
+                    .checked_mul(l.stride)
+                    .and_then(|x| x.checked_add(span))
+                    .filter(|s| *s < limit)
+                    .ok_or_else(|| {
+                        crate::Error::Value(format!(
+                            "layout {shown} addresses more storage than fits in memory"
+                        ))
+                    })?;
+            }
+        }
+        let cosize = if size == 0 { 0 } else { span + 1 };
+        let aliasing = classify(&leaves, size, cosize);
+        Ok(Layout {
+            shape,
+            stride,
+            leaves,
+            modes,
+            size,
+            cosize,
+            aliasing,
+        })
+    }
+
+    /// The canonical injective layout of a shape: compact, first mode fastest at every depth.
+    ///
+    /// `[4, 2]` gives strides `[1, 4]` and `[2, [4, 3]]` gives `[1, [2, 8]]`.
+    pub fn canonical(shape: impl Into<Shape>) -> Result<Layout> {
+        let shape = shape.into();
+        let mut next: i64 = 1;
+        let stride = shape.0.map_leaves(&mut |e| {
+            let s = next;
+            next = next.saturating_mul(e.max(1));
+            s
+        });
+        Layout::new(shape, Stride(stride))
+    }
+
+    /// The compact layout whose storage order is the logical order: row-major over the top-level
+    /// modes, colexicographic inside each nested mode. For flat shapes, C order.
+    pub fn compact_row_major(shape: impl Into<Shape>) -> Result<Layout> {
+        let shape = shape.into();
+        let modes = shape.0.modes();
+        let mut strides = vec![IntTuple::Int(0); modes.len()];
+        let mut next: i64 = 1;
+        for (i, m) in modes.iter().enumerate().rev() {
+            strides[i] = m.map_leaves(&mut |e| {
+                let s = next;
+                next = next.saturating_mul(e.max(1));
+                s
+            });
+        }
+        let stride = match shape.0 {
+            IntTuple::Int(_) => strides.pop().unwrap_or(IntTuple::Int(1)),
+            IntTuple::Tuple(_) => IntTuple::Tuple(strides),
+        };
+        Layout::new(shape, Stride(stride))
+    }
+
+    /// The flat row-major layout of `dims` (C order), as ndarray's standard layout.
+    pub fn row_major(dims: &[usize]) -> Result<Layout> {
+        Layout::compact_row_major(Shape::from(dims))
+    }
+
+    /// A layout whose top-level modes are the given layouts, in order.
+    pub fn from_modes(modes: &[Layout]) -> Result<Layout> {
+        Layout::new(
+            Shape(IntTuple::Tuple(
+                modes.iter().map(|m| m.shape.0.clone()).collect(),
+            )),
+            Stride(IntTuple::Tuple(
+                modes.iter().map(|m| m.stride.0.clone()).collect(),
+            )),
+        )
+    }
+
+    /// The shape tree.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    /// The stride tree.
+    pub fn stride(&self) -> &Stride {
+        &self.stride
+    }
+    /// Number of logical coordinates.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    /// One past the largest offset (0 for an empty layout): the storage a layout needs.
+    pub fn cosize(&self) -> usize {
+        self.cosize
+    }
+    /// Number of top-level modes.
+    pub fn rank(&self) -> usize {
+        self.modes.len()
+    }
+    /// Nesting depth of the shape tree.
+    pub fn depth(&self) -> usize {
+        self.shape.0.depth()
+    }
+    /// The leaf modes in tree order (the colexicographic order: first leaf fastest).
+    pub fn leaves(&self) -> &[Leaf] {
+        &self.leaves
+    }
+    /// The top-level mode `i` as a layout of its own.
+    pub fn mode(&self, i: usize) -> Result<Layout> {
+        ensure!(
+            i < self.rank(),
+            Value,
+            "mode {i} is out of range for layout {self} of rank {}",
+            self.rank()
+        );
+        match (&self.shape.0, &self.stride.0) {
+            (IntTuple::Tuple(s), IntTuple::Tuple(d)) => {
+                Layout::new(Shape(s[i].clone()), Stride(d[i].clone()))
+            }
+            _ => Ok(self.clone()),
+        }
+    }
+    /// Every top-level mode as a layout.
+    pub fn modes(&self) -> Vec<Layout> {
+        (0..self.rank()).filter_map(|i| self.mode(i).ok()).collect()
+    }
+    /// The size of every top-level mode: the extents of the logical (row-major) view.
+    pub fn dims(&self) -> Vec<usize> {
+        self.modes
+            .iter()
+            .map(|&(a, b)| self.leaves[a..b].iter().map(|l| l.extent).product())
+            .collect()
+    }
+    /// The leaves of top-level mode `i`.
+    pub fn mode_leaves(&self, i: usize) -> &[Leaf] {
+        let (a, b) = self.modes[i];
+        &self.leaves[a..b]
+    }
+    /// Whether top-level mode `i` is a single leaf.
+    pub fn mode_is_leaf(&self, i: usize) -> bool {
+        match &self.shape.0 {
+            IntTuple::Int(_) => true,
+            IntTuple::Tuple(v) => matches!(v[i], IntTuple::Int(_)),
+        }
+    }
+    /// Whether every top-level mode is a leaf.
+    pub fn is_flat(&self) -> bool {
+        (0..self.rank()).all(|i| self.mode_is_leaf(i))
+    }
+
+    /// The offset of a colexicographic linear index over the whole shape (CuTe's `layout(i)`).
+    pub fn offset_of_index(&self, index: usize) -> Result<usize> {
+        ensure!(
+            index < self.size,
+            Value,
+            "index {index} is out of range for layout {self} of size {}",
+            self.size
+        );
+        Ok(colex_offset(&self.leaves, index))
+    }
+
+    /// The offset of a hierarchical coordinate. At every node the coordinate is either a tuple
+    /// congruent to that node, or one integer read as a colexicographic index into it.
+    pub fn offset_of_coord(&self, coord: &IntTuple) -> Result<usize> {
+        let mut leaf = 0;
+        let off = coord_offset(&self.shape.0, coord, &self.leaves, &mut leaf).map_err(|m| {
+            crate::Error::Value(format!("coordinate {coord} for layout {self}: {m}"))
+        })?;
+        Ok(off)
+    }
+
+    /// The offset of one coordinate per top-level mode; a nested mode's coordinate is its
+    /// colexicographic index.
+    pub fn offset_of_top(&self, coord: &[usize]) -> Result<usize> {
+        ensure!(
+            coord.len() == self.rank(),
+            Value,
+            "coordinate {coord:?} has {} entries but layout {self} has {} top-level modes",
+            coord.len(),
+            self.rank()
+        );
+        let mut off = 0;
+        for (i, (&c, &(a, b))) in coord.iter().zip(&self.modes).enumerate() {
+            let leaves = &self.leaves[a..b];
+            let extent: usize = leaves.iter().map(|l| l.extent).product();
+            ensure!(c < extent, Value, "coordinate {coord:?} is out of range: entry {i} must be below {extent} for layout {self}");
+            off += colex_offset(leaves, c);
+        }
+        Ok(off)
+    }
+
+    /// The offset of the `index`-th element in logical order.
+    pub fn offset_of_logical(&self, index: usize) -> Result<usize> {
+        ensure!(
+            index < self.size,
+            Value,
+            "index {index} is out of range for layout {self} of size {}",
+            self.size
+        );
+        let mut rest = index;
+        let mut off = 0;
+        for l in self.logical_leaves() {
+            off += (rest % l.extent) * l.stride;
+            rest /= l.extent;
+        }
+        Ok(off)
+    }
+
+    /// Leaves in logical iteration order, fastest first: the last top-level mode's leaves first.
+    pub fn logical_leaves(&self) -> Vec<Leaf> {
+        self.modes
+            .iter()
+            .rev()
+            .flat_map(|&(a, b)| self.leaves[a..b].iter().copied())
+            .collect()
+    }
+
+    /// Calls `f` with every offset in logical order.
+    pub fn for_each_offset(&self, mut f: impl FnMut(usize)) {
+        if self.size == 0 {
+            return;
+        }
+        let dims = coalesce(&self.logical_leaves());
+        let (inner, outer) = dims.split_first().map_or(
+            (
+                Leaf {
+                    extent: 1,
+                    stride: 0,
+                },
+                &[][..],
+            ),
+            |(a, b)| (*a, b),
+        );
+        let mut counter = vec![0usize; outer.len()];
+        let mut base = 0usize;
+        loop {
+            let mut o = base;
+            for _ in 0..inner.extent {
+                f(o);
+                o += inner.stride;
+            }
+            // advance the odometer over the outer leaves
+            let mut k = 0;
+            loop {
+                if k == outer.len() {
+                    return;
+                }
+                counter[k] += 1;
+                base += outer[k].stride;
+                if counter[k] < outer[k].extent {
+                    break;
+                }
+                base -= outer[k].stride * outer[k].extent;
+                counter[k] = 0;
+                k += 1;
+            }
+        }
+    }
+
+    /// Every offset in logical order.
+    pub fn offsets(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.size);
+        self.for_each_offset(|o| out.push(o));
+        out
+    }
+
+    /// How distinct coordinates share storage (exact).
+    pub fn aliasing(&self) -> Aliasing {
+        self.aliasing
+    }
+
+    /// Whether distinct coordinates always map to distinct offsets (exact).
+    pub fn is_injective(&self) -> bool {
+        self.aliasing == Aliasing::None
+    }
+
+    /// Injective with no holes: the offsets are exactly `0..size`.
+    pub fn is_compact(&self) -> bool {
+        self.is_injective() && self.cosize == self.size
+    }
+
+    /// Whether offsets in logical order are `0, 1, 2, …` (storage order is logical order).
+    pub fn is_row_major_contiguous(&self) -> bool {
+        let mut expect = 1usize;
+        for l in self.logical_leaves() {
+            if l.extent != 1 && l.stride != expect {
+                return false;
+            }
+            expect *= l.extent;
+        }
+        true
+    }
+
+    /// The same layout with a leaf batch mode `extent:stride` put before the top-level modes.
+    pub fn prepend_mode(&self, extent: usize, stride: usize) -> Result<Layout> {
+        let mut shapes = vec![IntTuple::from(extent)];
+        let mut strides = vec![IntTuple::from(stride)];
+        shapes.extend(self.shape.0.modes());
+        strides.extend(self.stride.0.modes());
+        Layout::new(
+            Shape(IntTuple::Tuple(shapes)),
+            Stride(IntTuple::Tuple(strides)),
+        )
+    }
+
+    /// Whether `self` has the same shape tree as `other`.
+    pub fn same_shape(&self, other: &Layout) -> bool {
+        self.shape == other.shape
+    }
+}
+
+fn colex_offset(leaves: &[Leaf], index: usize) -> usize {
+    let mut rest = index;
+    let mut off = 0;
+    for l in leaves {
+        off += (rest % l.extent) * l.stride;
+        rest /= l.extent;
+    }
+    off
+}
+
+fn coord_offset(
+    shape: &IntTuple,
+    coord: &IntTuple,
+    leaves: &[Leaf],
+    next: &mut usize,
+) -> Result<usize, String> {
+    let n = shape.leaves().len();
+    let here = &leaves[*next..*next + n];
+    match (shape, coord) {
+        // an integer coordinate into any node: its colexicographic index
+        (_, IntTuple::Int(c)) => {
+            *next += n;
+            let extent: usize = here.iter().map(|l| l.extent).product();
+            let c = usize::try_from(*c).map_err(|_| format!("entry {c} is negative"))?;
+            if c >= extent {
+                return Err(format!("entry {c} must be below {extent} for mode {shape}"));
+            }
+            Ok(colex_offset(here, c))
+        }
+        // a tuple coordinate into a tuple node: congruent children
+        (IntTuple::Tuple(s), IntTuple::Tuple(c)) if s.len() == c.len() => {
+            let mut off = 0;
+            for (si, ci) in s.iter().zip(c) {
+                off += coord_offset(si, ci, leaves, next)?;
+            }
+            Ok(off)
+        }
+        // a tuple coordinate that does not match the node
+        _ => Err(format!("{coord} does not match mode {shape}")),
+    }
+}
+
+/// Merges adjacent leaves (fastest first) that form one arithmetic progression; drops extent-1.
+fn coalesce(leaves: &[Leaf]) -> Vec<Leaf> {
+    let mut out: Vec<Leaf> = Vec::with_capacity(leaves.len());
+    for &l in leaves.iter().filter(|l| l.extent != 1) {
+        match out.last_mut() {
+            Some(last) if last.stride * last.extent == l.stride => last.extent *= l.extent,
+            _ => out.push(l),
+        }
+    }
+    out
+}
+
+/// Exact aliasing classification of leaves.
+fn classify(leaves: &[Leaf], size: usize, cosize: usize) -> Aliasing {
+    if size == 0 {
+        return Aliasing::None;
+    }
+    let live: Vec<Leaf> = leaves.iter().copied().filter(|l| l.extent > 1).collect();
+    let (zero, nonzero): (Vec<Leaf>, Vec<Leaf>) = live.into_iter().partition(|l| l.stride == 0);
+    let rest_injective = injective(&nonzero, cosize);
+    match (zero.is_empty(), rest_injective) {
+        (true, true) => Aliasing::None,
+        (false, true) => Aliasing::Broadcast,
+        (_, false) => Aliasing::Other,
+    }
+}
+
+/// Exact injectivity of leaves that all have extent > 1 and stride > 0.
+fn injective(leaves: &[Leaf], cosize: usize) -> bool {
+    let mut sorted = leaves.to_vec();
+    sorted.sort_by_key(|l| l.stride);
+    // Sufficient: every stride clears the span of all smaller-stride modes (mixed radix).
+    let mut span = 1usize;
+    let mut nested = true;
+    for l in &sorted {
+        if l.stride < span {
+            nested = false;
+            break;
+        }
+        span += l.stride * (l.extent - 1);
+    }
+    if nested {
+        return true;
+    }
+    let size: usize = sorted.iter().map(|l| l.extent).product();
+    if size > cosize {
+        return false; // pigeonhole
+    }
+    // Exact fallback: mark every offset and stop at the first collision.
+    let mut seen = vec![0u64; cosize.div_ceil(64)];
+    let mut counter = vec![0usize; sorted.len()];
+    let mut off = 0usize;
+    loop {
+        let (w, b) = (off / 64, off % 64);
+        if seen[w] & (1 << b) != 0 {
+            return false;
+        }
+        seen[w] |= 1 << b;
+        let mut k = 0;
+        loop {
+            if k == sorted.len() {
+                return true;
+            }
+            counter[k] += 1;
+            off += sorted[k].stride;
+            if counter[k] < sorted[k].extent {
+                break;
+            }
+            off -= sorted[k].stride * sorted[k].extent;
+            counter[k] = 0;
+            k += 1;
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.shape, self.stride)
+    }
+}
+
+impl fmt::Debug for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Layout({self})")
+    }
+}
+
+/// Fails unless `layout` addresses only `0..len` after adding `offset`.
+pub(crate) fn check_fits(layout: &Layout, offset: usize, len: usize) -> Result<()> {
+    if layout.size() == 0 {
+        return Ok(());
+    }
+    match offset.checked_add(layout.cosize()) {
+        Some(end) if end <= len => Ok(()),
+        _ => bail!(
+            Value,
+            "layout {layout} at offset {offset} needs {} storage elements but the carrier holds {len}",
+            offset.saturating_add(layout.cosize())
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{shape, stride};
+
+    fn l(s: Shape, d: Stride) -> Layout {
+        Layout::new(s, d).unwrap()
+    }
+
+    #[test]
+    fn canonical_examples() {
+        assert_eq!(
+            Layout::canonical(shape![4, 2]).unwrap().stride(),
+            &stride![1, 4]
+        );
+        assert_eq!(
+            Layout::canonical(shape![2, [4, 3]]).unwrap().stride(),
+            &stride![1, [2, 8]]
+        );
+        assert_eq!(
+            Layout::compact_row_major(shape![2, [4, 3]])
+                .unwrap()
+                .stride(),
+            &stride![12, [1, 4]]
+        );
+        assert_eq!(
+            Layout::row_major(&[2, 3, 4]).unwrap().stride(),
+            &stride![12, 4, 1]
+        );
+    }
+
+    #[test]
+    fn rejects_bad_trees() {
+        assert_eq!(
+            Layout::new(shape![2, 3], stride![1]).unwrap_err().kind(),
+            crate::ErrorKind::Value
+        );
+        assert_eq!(
+            Layout::new(shape![-2], stride![1]).unwrap_err().kind(),
+            crate::ErrorKind::Value
+        );
+        assert_eq!(
+            Layout::new(shape![2], stride![-1]).unwrap_err().kind(),
+            crate::ErrorKind::Value
+        );
+        assert!(Layout::new(shape![1i64 << 40, 1i64 << 40], stride![1, 1]).is_err());
+    }
+
+    #[test]
+    fn injectivity_is_exact() {
+        assert!(l(shape![3, 2], stride![2, 3]).is_injective());
+        assert_eq!(l(shape![2, 2], stride![1, 1]).aliasing(), Aliasing::Other);
+        assert_eq!(
+            l(shape![4, 2], stride![0, 1]).aliasing(),
+            Aliasing::Broadcast
+        );
+        assert_eq!(l(shape![4, 2], stride![1, 1]).aliasing(), Aliasing::Other);
+        assert_eq!(
+            l(shape![2, [4, 3]], stride![1, [0, 2]]).aliasing(),
+            Aliasing::Broadcast
+        );
+        assert!(l(shape![1, 5], stride![0, 1]).is_injective());
+        assert!(l(shape![0, 5], stride![0, 0]).is_injective());
+    }
+
+    #[test]
+    fn orders() {
+        let lay = l(shape![2, [2, 3]], stride![100, [1, 10]]);
+        // logical order: mode 0 slowest; inside mode 1 colexicographic
+        assert_eq!(
+            lay.offsets(),
+            vec![0, 1, 10, 11, 20, 21, 100, 101, 110, 111, 120, 121]
+        );
+        assert_eq!(lay.offset_of_index(1).unwrap(), 100);
+        assert_eq!(lay.offset_of_top(&[1, 3]).unwrap(), 111);
+        assert_eq!(
+            lay.offset_of_coord(&IntTuple::from(vec![
+                IntTuple::from(1),
+                IntTuple::from(vec![1, 2])
+            ]))
+            .unwrap(),
+            121
+        );
+        assert_eq!(
+            lay.offset_of_coord(&IntTuple::from(vec![1, 5])).unwrap(),
+            121
+        );
+        assert!(lay.offset_of_top(&[2, 0]).is_err());
+        assert!(lay.offset_of_coord(&IntTuple::from(vec![1, 2, 3])).is_err());
+        assert_eq!(lay.offset_of_logical(7).unwrap(), 101);
+        assert!(l(shape![3, 4], stride![4, 1]).is_row_major_contiguous());
+        assert!(!l(shape![3, 4], stride![1, 3]).is_row_major_contiguous());
+    }
+}

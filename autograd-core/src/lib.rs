@@ -1,0 +1,33 @@
+//! StrideWeave autograd: reverse-mode automatic differentiation over hierarchical layouts.
+//!
+//! The data model: a [`Tensor`] has a logical [`DType`], a CuTe-style [`Layout`] and storage in
+//! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
+
+mod array;
+mod carrier;
+mod dtype;
+pub mod error;
+mod grad_mode;
+mod int_tuple;
+pub mod layout;
+mod mutation;
+mod op;
+mod scalar;
+mod tensor;
+mod view;
+
+pub use carrier::{Carrier, CarrierId, CpuCarrier};
+pub use dtype::{CompoundDType, DType, DTypeCategory};
+pub use error::{Error, ErrorKind, Result};
+pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
+pub use int_tuple::{IntTuple, Shape, Stride};
+pub use layout::{Aliasing, Layout, Leaf};
+pub use op::{record, should_record, Node, Operation, Saved, SavedState, VersionSnapshot};
+pub use scalar::{Buffer, Element, Scalar};
+pub use tensor::{Subtensor, Tensor};
+
+mod autograd;
+mod engine;
+mod gradient;
+
+pub use autograd::{backwards_traversal, grad, GradOptions};

@@ -1,0 +1,177 @@
+//! In-place mutation. Each successful call bumps the version of every carrier it writes, once;
+//! a failed call writes nothing.
+
+use std::sync::Arc;
+
+use crate::carrier::Carrier;
+use crate::dtype::DType;
+use crate::error::{bail, ensure, Result};
+use crate::int_tuple::IntTuple;
+use crate::scalar::Scalar;
+use crate::tensor::{record_width, Tensor};
+
+/// Writes bound for one carrier.
+type WriteGroup = (Arc<dyn Carrier>, Vec<(usize, Scalar)>);
+
+impl Tensor {
+    fn storage_dtype(&self) -> Result<DType> {
+        ensure!(
+            record_width(self.dtype()) == 1,
+            NotImplemented,
+            "mutating elements of compound dtype {} is not supported",
+            self.dtype()
+        );
+        Ok(self.part_carrier(0).dtype())
+    }
+
+    /// Groups writes by carrier, validates all of them, then applies each group with one bump.
+    fn write_slots(&self, writes: Vec<(usize, usize, Scalar)>) -> Result<()> {
+        let mut groups: Vec<WriteGroup> = Vec::new();
+        for (part, off, v) in writes {
+            let c = self.part_carrier(part);
+            match groups.iter_mut().find(|(g, _)| g.id() == c.id()) {
+                Some((_, w)) => w.push((off, v)),
+                None => groups.push((c.clone(), vec![(off, v)])),
+            }
+        }
+        for (c, w) in &groups {
+            for (o, v) in w {
+                ensure!(
+                    *o < c.len(),
+                    Value,
+                    "offset {o} is out of range for {}",
+                    c.id()
+                );
+                ensure!(
+                    v.dtype() == c.dtype(),
+                    Type,
+                    "cannot write {} into {} storage",
+                    v.dtype(),
+                    c.dtype()
+                );
+            }
+        }
+        for (c, w) in groups {
+            c.write(&w)?;
+        }
+        Ok(())
+    }
+
+    fn ensure_injective(&self, op: &str) -> Result<()> {
+        let bad = self
+            .subtensors()
+            .into_iter()
+            .find(|s| !s.layout.is_injective());
+        match bad {
+            Some(s) => bail!(
+                Value,
+                "{op}: the target layout {} maps several coordinates to one storage slot, so an elementwise write is ambiguous",
+                s.layout
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Assigns `value` at a coordinate with one entry per top-level mode (`t[i, j] = value`).
+    pub fn set(&self, coord: &[usize], value: impl Into<Scalar>) -> Result<()> {
+        let dtype = self.storage_dtype()?;
+        let (part, off) = self.locate(coord)?;
+        let v = value.into().cast(&dtype)?;
+        self.part_carrier(part).write(&[(off, v)])
+    }
+
+    /// Assigns `value` at a hierarchical coordinate.
+    pub fn set_coord(&self, coord: &IntTuple, value: impl Into<Scalar>) -> Result<()> {
+        let dtype = self.storage_dtype()?;
+        let sub = self.single()?;
+        let off = sub.offset + sub.layout.offset_of_coord(coord)?;
+        sub.carrier.write(&[(off, value.into().cast(&dtype)?)])
+    }
+
+    /// Assigns `value` to every element.
+    pub fn fill(&self, value: impl Into<Scalar>) -> Result<()> {
+        let v = value.into().cast(&self.storage_dtype()?)?;
+        let mut writes = Vec::with_capacity(self.size());
+        self.for_each_slot(|p, o| writes.push((p, o, v)));
+        self.write_slots(writes)
+    }
+
+    /// Copies `src`'s elements (same shape, same storage dtype) into this tensor, which must be
+    /// injective. `src` may overlap this tensor: it is read completely first.
+    pub fn copy_from(&self, src: &Tensor) -> Result<()> {
+        self.zip_assign("copy_from", src, |_, s| Ok(s))
+    }
+
+    /// Adds `other` (same shape, same storage dtype) elementwise into this tensor in place.
+    pub fn add_(&self, other: &Tensor) -> Result<()> {
+        self.zip_assign("add_", other, |a, b| {
+            Ok(match (a, b) {
+                (Scalar::F32(x), Scalar::F32(y)) => Scalar::F32(x + y),
+                (Scalar::F64(x), Scalar::F64(y)) => Scalar::F64(x + y),
+                (Scalar::I32(x), Scalar::I32(y)) => Scalar::I32(x.wrapping_add(y)),
+                (Scalar::I64(x), Scalar::I64(y)) => Scalar::I64(x.wrapping_add(y)),
+                (a, _) => bail!(Type, "add_ does not add {} elements", a.dtype()),
+            })
+        })
+    }
+
+    /// Multiplies every element of a floating tensor by `factor` in place.
+    pub fn scale_(&self, factor: f64) -> Result<()> {
+        let dtype = self.storage_dtype()?;
+        ensure!(
+            dtype.is_floating(),
+            Type,
+            "scale_ needs a floating tensor, not {dtype}"
+        );
+        self.ensure_injective("scale_")?;
+        let old = self.scalars()?;
+        let mut writes = Vec::with_capacity(old.len());
+        let mut i = 0;
+        self.for_each_slot(|p, o| {
+            let v = match old[i] {
+                Scalar::F32(x) => Scalar::F32((f64::from(x) * factor) as f32),
+                other => Scalar::F64(other.to_f64() * factor),
+            };
+            writes.push((p, o, v));
+            i += 1;
+        });
+        self.write_slots(writes)
+    }
+
+    fn zip_assign(
+        &self,
+        op: &str,
+        src: &Tensor,
+        f: impl Fn(Scalar, Scalar) -> Result<Scalar>,
+    ) -> Result<()> {
+        let dtype = self.storage_dtype()?;
+        ensure!(
+            src.shape() == self.shape(),
+            Value,
+            "{op}: source shape {} differs from target shape {}",
+            src.shape(),
+            self.shape()
+        );
+        ensure!(
+            src.storage_dtype()? == dtype,
+            Type,
+            "{op}: source stores {} but target stores {dtype}",
+            src.part_carrier(0).dtype()
+        );
+        self.ensure_injective(op)?;
+        let old = self.scalars()?;
+        let new = src.scalars()?;
+        let mut values = Vec::with_capacity(new.len());
+        for (a, b) in old.into_iter().zip(new) {
+            values.push(f(a, b)?);
+        }
+        let mut writes = Vec::with_capacity(values.len());
+        let mut it = values.into_iter();
+        self.for_each_slot(|p, o| {
+            if let Some(v) = it.next() {
+                writes.push((p, o, v));
+            }
+        });
+        self.write_slots(writes)
+    }
+}

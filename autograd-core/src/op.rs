@@ -1,0 +1,247 @@
+//! Autograd nodes: the `Operation` trait, the state a node saves, and recording a node.
+
+use std::fmt;
+use std::panic::Location;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::carrier::CarrierId;
+use crate::error::{bail, Result};
+use crate::grad_mode::is_grad_enabled;
+use crate::tensor::Tensor;
+
+/// An autograd node, shared by its result tensor and the nodes that consume that result.
+pub type Node = Arc<dyn Operation>;
+
+/// The versions of every unique carrier of one saved input, in order of first appearance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionSnapshot {
+    first: (CarrierId, u64),
+    rest: Vec<(CarrierId, u64)>,
+}
+
+impl VersionSnapshot {
+    /// The current versions of `t`'s unique carriers.
+    pub fn of(t: &Tensor) -> VersionSnapshot {
+        let mut entries = t.carriers().into_iter().map(|c| (c.id(), c.version()));
+        let first = entries.next().unwrap_or((CarrierId::fresh(), 0));
+        VersionSnapshot {
+            first,
+            rest: entries.collect(),
+        }
+    }
+
+    /// `(carrier identity, version)` pairs in order.
+    pub fn entries(&self) -> impl Iterator<Item = (CarrierId, u64)> + '_ {
+        std::iter::once(self.first).chain(self.rest.iter().copied())
+    }
+
+    /// The first pair whose carrier in `t` now has another version: `(id, saved, current)`.
+    pub fn first_change(&self, t: &Tensor) -> Option<(CarrierId, u64, u64)> {
+        let now = VersionSnapshot::of(t);
+        let change = self
+            .entries()
+            .zip(now.entries())
+            .find(|(a, b)| a != b)
+            .map(|(a, b)| (a.0, a.1, b.1));
+        change
+    }
+}
+
+/// What a recorded node keeps for its backward: saved inputs with their versions, and the
+/// context (residual tensors forward chose to keep). Graph release empties it.
+#[derive(Debug)]
+pub struct Saved {
+    /// Saved positional tensor inputs with their version snapshots, in argument order.
+    pub inputs: Vec<(Tensor, VersionSnapshot)>,
+    /// Residual tensors kept for backward.
+    pub context: Vec<Tensor>,
+}
+
+/// The releasable state of a node plus where it was recorded.
+pub struct SavedState {
+    saved: Mutex<Option<Saved>>,
+    location: &'static Location<'static>,
+}
+
+impl fmt::Debug for SavedState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.lock().as_ref().map(|s| s.inputs.len());
+        write!(f, "SavedState({n:?} inputs, recorded at {})", self.location)
+    }
+}
+
+impl SavedState {
+    /// State saving `inputs` (with their current versions) and `context`.
+    #[track_caller]
+    pub fn new(inputs: &[&Tensor], context: Vec<Tensor>) -> SavedState {
+        SavedState::at(inputs, context, Location::caller())
+    }
+
+    /// State saving `inputs` and `context`, recorded at `location`.
+    pub fn at(
+        inputs: &[&Tensor],
+        context: Vec<Tensor>,
+        location: &'static Location<'static>,
+    ) -> SavedState {
+        let inputs = inputs
+            .iter()
+            .map(|t| ((*t).clone(), VersionSnapshot::of(t)))
+            .collect();
+        SavedState {
+            saved: Mutex::new(Some(Saved { inputs, context })),
+            location,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Saved>> {
+        self.saved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Where the forward call that recorded this node was made.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// The saved inputs, or `None` after release.
+    pub fn inputs(&self) -> Vec<Tensor> {
+        self.lock()
+            .as_ref()
+            .map(|s| s.inputs.iter().map(|(t, _)| t.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The saved input versions, empty after release.
+    pub fn input_versions(&self) -> Vec<VersionSnapshot> {
+        self.lock()
+            .as_ref()
+            .map(|s| s.inputs.iter().map(|(_, v)| v.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The context tensors, empty after release.
+    pub fn context(&self) -> Vec<Tensor> {
+        self.lock()
+            .as_ref()
+            .map(|s| s.context.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether graph release already discarded the state.
+    pub fn is_released(&self) -> bool {
+        self.lock().is_none()
+    }
+
+    /// Runs `f` on the saved state, or fails naming `retain_graph=True` after release.
+    pub fn with<R>(&self, op: &str, f: impl FnOnce(&Saved) -> R) -> Result<R> {
+        match self.lock().as_ref() {
+            Some(s) => Ok(f(s)),
+            None => bail!(
+                Runtime,
+                "the graph of {op} (recorded at {}) was already released by an earlier traversal; pass retain_graph=True to the first traversal to traverse it again",
+                self.location
+            ),
+        }
+    }
+
+    /// Discards the state, returning it so the caller decides where it is dropped.
+    pub fn take(&self) -> Option<Saved> {
+        self.lock().take()
+    }
+}
+
+/// A recorded differentiable operation: the autograd node of its result.
+///
+/// Implementations hold a [`SavedState`] and compute the vector-Jacobian product in
+/// [`backward`](Operation::backward), returning one entry per saved input. Most ops are
+/// written with `#[differentiable]`, which generates this impl.
+pub trait Operation: Send + Sync + 'static {
+    /// The op's name, for messages.
+    fn name(&self) -> &str;
+
+    /// The releasable saved state.
+    fn saved(&self) -> &SavedState;
+
+    /// The vector-Jacobian product: one cotangent (or `None`) per saved input, in order.
+    fn backward(&self, gradient: &Tensor) -> Result<Vec<Option<Tensor>>>;
+
+    /// A name for saved input `index` (a parameter name for macro-defined ops).
+    fn input_name(&self, index: usize) -> Option<&str> {
+        let _ = index;
+        None
+    }
+
+    /// The saved positional tensor inputs in argument order; empty after release.
+    fn inputs(&self) -> Vec<Tensor> {
+        self.saved().inputs()
+    }
+
+    /// The saved input versions, one per saved input; empty after release.
+    fn input_versions(&self) -> Vec<VersionSnapshot> {
+        self.saved().input_versions()
+    }
+
+    /// The residual tensors kept for backward; empty after release.
+    fn context(&self) -> Vec<Tensor> {
+        self.saved().context()
+    }
+
+    /// Discards the saved inputs, versions and context.
+    fn release(&self) {
+        drop(self.saved().take());
+    }
+
+    /// Whether the node was released.
+    fn is_released(&self) -> bool {
+        self.saved().is_released()
+    }
+}
+
+impl fmt::Debug for dyn Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (recorded at {})",
+            self.name(),
+            self.saved().location()
+        )
+    }
+}
+
+/// Describes saved input `index` of `node` for messages: `input 1 (`b`) of mul`.
+pub(crate) fn describe_input(node: &dyn Operation, index: usize) -> String {
+    match node.input_name(index) {
+        Some(n) => format!("input {index} (`{n}`) of {}", node.name()),
+        None => format!("input {index} of {}", node.name()),
+    }
+}
+
+/// Describes `node` with its recording site.
+pub(crate) fn describe_node(node: &dyn Operation) -> String {
+    format!("{} (recorded at {})", node.name(), node.saved().location())
+}
+
+/// Whether a forward call with these positional tensor inputs should save them: graph
+/// construction is enabled on this thread and some input is differentiable.
+pub fn should_record(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.is_differentiable())
+}
+
+/// Records `make(saved)` as `result`'s autograd node when [`should_record`] holds for
+/// `inputs` and `result` is differentiable; otherwise builds nothing. Returns `result`.
+///
+/// This is the one place every op (hand-written or generated) records itself.
+#[track_caller]
+pub fn record<O: Operation>(
+    result: Tensor,
+    inputs: &[&Tensor],
+    context: Vec<Tensor>,
+    make: impl FnOnce(SavedState) -> O,
+) -> Tensor {
+    if should_record(inputs) && result.is_differentiable() {
+        let node: Node = Arc::new(make(SavedState::new(inputs, context)));
+        result.attach_node(node);
+    }
+    result
+}

@@ -1,0 +1,646 @@
+//! The `Tensor` handle: logical dtype, layout, and the subtensors that hold its elements.
+//!
+//! Values are listed in *logical order* (see [`crate::layout`]): row-major over the top-level
+//! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::carrier::{Carrier, CpuCarrier};
+use crate::dtype::DType;
+use crate::error::{bail, ensure, Result};
+use crate::int_tuple::{IntTuple, Shape};
+use crate::layout::{check_fits, Layout};
+use crate::op::Node;
+use crate::scalar::{Buffer, Element, Scalar};
+
+/// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
+/// autograd node and the retain flag, like a Python object reference.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorInner>);
+
+pub(crate) struct TensorInner {
+    pub(crate) dtype: DType,
+    /// The placement layout (for a multi-subtensor tensor: the compact row-major layout of its
+    /// shape, since it has no single placement).
+    pub(crate) layout: Arc<Layout>,
+    pub(crate) parts: Parts,
+    pub(crate) autograd: Mutex<AutogradState>,
+}
+
+pub(crate) enum Parts {
+    One {
+        carrier: Arc<dyn Carrier>,
+        offset: usize,
+    },
+    /// Pieces along the first top-level mode, in order.
+    Many(Vec<Subtensor>),
+}
+
+/// One piece of a tensor's authoritative representation: a carrier, a layout and an offset.
+#[derive(Clone, Debug)]
+pub struct Subtensor {
+    /// The storage.
+    pub carrier: Arc<dyn Carrier>,
+    /// The placement layout inside the carrier.
+    pub layout: Arc<Layout>,
+    /// Where the layout's offset 0 sits in the carrier (in elements of the logical dtype).
+    pub offset: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct AutogradState {
+    pub(crate) grad: Option<Tensor>,
+    pub(crate) ctx: Option<Node>,
+    pub(crate) retain: bool,
+}
+
+/// Storage elements one logical element occupies: the leaf field count of a compound dtype.
+pub(crate) fn record_width(dtype: &DType) -> usize {
+    match dtype {
+        DType::Compound(c) => c.leaf_dtypes().len(),
+        _ => 1,
+    }
+}
+
+/// Whether storage of the simple dtype `storage` can hold tensors of the logical dtype `logical`.
+fn storage_admits(logical: &DType, storage: &DType) -> bool {
+    match logical {
+        DType::Compound(c) => c.leaf_dtypes().iter().all(|d| d == storage),
+        other => other.admits(storage),
+    }
+}
+
+impl Tensor {
+    pub(crate) fn from_inner(dtype: DType, layout: Arc<Layout>, parts: Parts) -> Tensor {
+        Tensor(Arc::new(TensorInner {
+            dtype,
+            layout,
+            parts,
+            autograd: Mutex::new(AutogradState::default()),
+        }))
+    }
+
+    /// A tensor over `carrier` with `layout` placed at `offset`, validated to fit the carrier.
+    /// Its logical dtype is the carrier's element dtype.
+    pub fn from_parts(
+        carrier: Arc<dyn Carrier>,
+        layout: impl Into<Arc<Layout>>,
+        offset: usize,
+    ) -> Result<Tensor> {
+        let layout = layout.into();
+        check_fits(&layout, offset, carrier.len())?;
+        let dtype = carrier.dtype();
+        Ok(Tensor::from_inner(
+            dtype,
+            layout,
+            Parts::One { carrier, offset },
+        ))
+    }
+
+    pub(crate) fn from_carrier_unchecked(
+        carrier: Arc<dyn Carrier>,
+        layout: Arc<Layout>,
+        dtype: DType,
+    ) -> Tensor {
+        Tensor::from_inner(dtype, layout, Parts::One { carrier, offset: 0 })
+    }
+
+    /// A tensor of `shape` holding `data` in logical (row-major) order, without copying.
+    ///
+    /// ```
+    /// use autograd_core::{shape, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();
+    /// assert_eq!(t.get(&[1, 0]).unwrap().to_f64(), 4.0);
+    /// assert_eq!(t.layout().to_string(), "(2,3):(3,1)");
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+        let layout = Layout::compact_row_major(shape)?;
+        ensure!(
+            data.len() == layout.size(),
+            Value,
+            "{} values cannot fill shape {} of {} elements",
+            data.len(),
+            layout.shape(),
+            layout.size()
+        );
+        Ok(Tensor::from_carrier_unchecked(
+            CpuCarrier::from_vec(data),
+            Arc::new(layout),
+            T::DTYPE,
+        ))
+    }
+
+    /// A tensor of `shape` whose every element is `value` (stored as the value's dtype).
+    pub fn full(shape: impl Into<Shape>, value: impl Into<Scalar>) -> Result<Tensor> {
+        let value = value.into();
+        let layout = Layout::compact_row_major(shape)?;
+        let n = layout.size();
+        let buffer = match value {
+            Scalar::F32(x) => Buffer::F32(vec![x; n]),
+            Scalar::F64(x) => Buffer::F64(vec![x; n]),
+            Scalar::I32(x) => Buffer::I32(vec![x; n]),
+            Scalar::I64(x) => Buffer::I64(vec![x; n]),
+            Scalar::Bool(x) => Buffer::Bool(vec![x; n]),
+        };
+        Ok(Tensor::from_carrier_unchecked(
+            CpuCarrier::shared(buffer),
+            Arc::new(layout),
+            value.dtype(),
+        ))
+    }
+
+    /// A tensor of `shape` and simple `dtype` filled with zeros (false for Bool).
+    pub fn zeros(shape: impl Into<Shape>, dtype: &DType) -> Result<Tensor> {
+        let layout = Layout::compact_row_major(shape)?;
+        let buffer = Buffer::zeros(dtype, layout.size())?;
+        Ok(Tensor::from_carrier_unchecked(
+            CpuCarrier::shared(buffer),
+            Arc::new(layout),
+            dtype.clone(),
+        ))
+    }
+
+    /// A tensor of `shape` and simple `dtype` filled with ones (true for Bool).
+    pub fn ones(shape: impl Into<Shape>, dtype: &DType) -> Result<Tensor> {
+        let one = Scalar::I32(1);
+        match dtype {
+            DType::Bool => Tensor::full(shape, true),
+            d => Tensor::full(shape, one.cast(d)?),
+        }
+    }
+
+    /// A one-element Float32 tensor of layout `(1):(1)`: what `backward()` accepts without a
+    /// cotangent.
+    pub fn scalar(value: f32) -> Tensor {
+        Tensor::from_carrier_unchecked(
+            CpuCarrier::from_vec(vec![value]),
+            Arc::new(Layout::row_major(&[1]).unwrap_or_else(|_| unreachable!("(1):(1) is valid"))),
+            DType::Float32,
+        )
+    }
+
+    /// The same storage seen under another logical dtype: a category containing the storage
+    /// dtype, or a compound dtype whose fields all have the storage dtype (each logical element
+    /// is then a record of consecutive storage elements).
+    pub fn with_logical_dtype(&self, dtype: DType) -> Result<Tensor> {
+        let Parts::One { carrier, offset } = &self.0.parts else {
+            bail!(
+                NotImplemented,
+                "with_logical_dtype takes a one-subtensor tensor"
+            )
+        };
+        let storage = carrier.dtype();
+        ensure!(
+            storage_admits(&dtype, &storage),
+            Type,
+            "logical dtype {dtype} cannot describe {storage} storage"
+        );
+        let w_old = record_width(&self.0.dtype);
+        let w_new = record_width(&dtype);
+        ensure!(
+            w_old == w_new || (w_old == 1 && offset % w_new == 0),
+            Value,
+            "cannot reinterpret {} elements as {dtype}: record widths differ",
+            self.0.dtype
+        );
+        let new_offset = if w_old == w_new {
+            *offset
+        } else {
+            offset / w_new
+        };
+        check_fits(&self.0.layout, new_offset, carrier.len() / w_new)?;
+        Ok(Tensor::from_inner(
+            dtype,
+            self.0.layout.clone(),
+            Parts::One {
+                carrier: carrier.clone(),
+                offset: new_offset,
+            },
+        ))
+    }
+
+    /// A tensor made of `pieces` stacked along their first top-level mode, each piece kept as
+    /// its own subtensor (no copy). Pieces must share the dtype and every other mode's shape,
+    /// and have a leaf first mode.
+    pub fn from_subtensors(pieces: &[Tensor]) -> Result<Tensor> {
+        ensure!(
+            !pieces.is_empty(),
+            Value,
+            "from_subtensors needs at least one piece"
+        );
+        let first = &pieces[0];
+        let mut subs = Vec::with_capacity(pieces.len());
+        let mut extent = 0usize;
+        for (i, p) in pieces.iter().enumerate() {
+            let sub = p.single().map_err(|e| e.context(format!("piece {i}")))?;
+            let l = &sub.layout;
+            ensure!(
+                p.dtype() == first.dtype(),
+                Type,
+                "piece {i} has dtype {} but piece 0 has {}",
+                p.dtype(),
+                first.dtype()
+            );
+            ensure!(
+                l.rank() >= 1 && l.mode_is_leaf(0),
+                Value,
+                "piece {i} (layout {l}) needs a leaf first mode"
+            );
+            ensure!(
+                l.shape().0.modes()[1..] == first.layout().shape().0.modes()[1..],
+                Value,
+                "piece {i} has shape {} whose trailing modes differ from piece 0's {}",
+                l.shape(),
+                first.layout().shape()
+            );
+            extent += l.dims()[0];
+            subs.push(sub);
+        }
+        let mut modes = first.layout().shape().0.modes();
+        modes[0] = IntTuple::from(extent);
+        let layout = Layout::compact_row_major(Shape(IntTuple::Tuple(modes)))?;
+        Ok(Tensor::from_inner(
+            first.dtype().clone(),
+            Arc::new(layout),
+            Parts::Many(subs),
+        ))
+    }
+
+    /// The logical dtype.
+    pub fn dtype(&self) -> &DType {
+        &self.0.dtype
+    }
+    /// The placement layout; see [`Tensor::subtensors`] for multi-subtensor tensors.
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+    /// The placement layout as a shared handle, for results that reuse it without a copy.
+    pub fn layout_arc(&self) -> &Arc<Layout> {
+        &self.0.layout
+    }
+    /// The shape tree.
+    pub fn shape(&self) -> &Shape {
+        self.0.layout.shape()
+    }
+    /// The extent of every top-level mode.
+    pub fn dims(&self) -> Vec<usize> {
+        self.0.layout.dims()
+    }
+    /// Number of logical elements.
+    pub fn size(&self) -> usize {
+        self.0.layout.size()
+    }
+    /// How many subtensors hold the elements.
+    pub fn subtensor_count(&self) -> usize {
+        match &self.0.parts {
+            Parts::One { .. } => 1,
+            Parts::Many(v) => v.len(),
+        }
+    }
+    /// The subtensors, in order along the first mode.
+    pub fn subtensors(&self) -> Vec<Subtensor> {
+        match &self.0.parts {
+            Parts::One { carrier, offset } => {
+                vec![Subtensor {
+                    carrier: carrier.clone(),
+                    layout: self.0.layout.clone(),
+                    offset: *offset,
+                }]
+            }
+            Parts::Many(v) => v.clone(),
+        }
+    }
+    /// The one subtensor, or `Error::NotImplemented` for a multi-subtensor tensor.
+    pub fn single(&self) -> Result<Subtensor> {
+        match &self.0.parts {
+            Parts::One { carrier, offset } => Ok(Subtensor {
+                carrier: carrier.clone(),
+                layout: self.0.layout.clone(),
+                offset: *offset,
+            }),
+            Parts::Many(v) => bail!(
+                NotImplemented,
+                "this operation needs a tensor with one subtensor, but this one (shape {}) has {}",
+                self.shape(),
+                v.len()
+            ),
+        }
+    }
+    /// The carrier of a one-subtensor tensor.
+    pub fn carrier(&self) -> Result<&Arc<dyn Carrier>> {
+        match &self.0.parts {
+            Parts::One { carrier, .. } => Ok(carrier),
+            Parts::Many(v) => bail!(
+                NotImplemented,
+                "a tensor with {} subtensors has no single carrier",
+                v.len()
+            ),
+        }
+    }
+    /// The offset of a one-subtensor tensor in its carrier.
+    pub fn offset(&self) -> usize {
+        match &self.0.parts {
+            Parts::One { offset, .. } => *offset,
+            Parts::Many(_) => 0,
+        }
+    }
+    /// The unique carriers in order of first appearance.
+    pub fn carriers(&self) -> Vec<Arc<dyn Carrier>> {
+        match &self.0.parts {
+            Parts::One { carrier, .. } => vec![carrier.clone()],
+            Parts::Many(v) => {
+                let mut out: Vec<Arc<dyn Carrier>> = Vec::new();
+                for s in v {
+                    if !out.iter().any(|c| c.id() == s.carrier.id()) {
+                        out.push(s.carrier.clone());
+                    }
+                }
+                out
+            }
+        }
+    }
+    /// Whether two handles are the same tensor.
+    pub fn same_tensor(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// An identity for this tensor, valid while any handle to it lives.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<()>() as usize
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, AutogradState> {
+        self.0
+            .autograd
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the autograd node without checks (recording).
+    pub(crate) fn attach_node(&self, node: Node) {
+        self.state().ctx = Some(node);
+    }
+
+    /// Every `(subtensor, storage offset)` in logical order (offsets in logical elements).
+    pub(crate) fn for_each_slot(&self, mut f: impl FnMut(usize, usize)) {
+        match &self.0.parts {
+            Parts::One { offset, .. } => self.0.layout.for_each_offset(|o| f(0, offset + o)),
+            Parts::Many(v) => {
+                for (i, s) in v.iter().enumerate() {
+                    s.layout.for_each_offset(|o| f(i, s.offset + o));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn part_carrier(&self, part: usize) -> &Arc<dyn Carrier> {
+        match &self.0.parts {
+            Parts::One { carrier, .. } => carrier,
+            Parts::Many(v) => &v[part].carrier,
+        }
+    }
+
+    /// The subtensor and storage offset of a coordinate with one entry per top-level mode.
+    pub(crate) fn locate(&self, coord: &[usize]) -> Result<(usize, usize)> {
+        match &self.0.parts {
+            Parts::One { offset, .. } => Ok((0, offset + self.0.layout.offset_of_top(coord)?)),
+            Parts::Many(v) => {
+                ensure!(
+                    coord.len() == self.0.layout.rank(),
+                    Value,
+                    "coordinate {coord:?} has {} entries but shape {} has {} top-level modes",
+                    coord.len(),
+                    self.shape(),
+                    self.0.layout.rank()
+                );
+                let mut start = 0;
+                for (i, s) in v.iter().enumerate() {
+                    let n = s.layout.dims()[0];
+                    if coord[0] < start + n {
+                        let mut local = coord.to_vec();
+                        local[0] -= start;
+                        return Ok((i, s.offset + s.layout.offset_of_top(&local)?));
+                    }
+                    start += n;
+                }
+                bail!(Value, "coordinate {coord:?} is out of range: entry 0 must be below {start} for shape {}", self.shape())
+            }
+        }
+    }
+
+    /// The element at a coordinate with one entry per top-level mode (a nested mode's entry is
+    /// its colexicographic index).
+    pub fn get(&self, coord: &[usize]) -> Result<Scalar> {
+        let (part, off) = self.locate(coord)?;
+        ensure!(
+            record_width(&self.0.dtype) == 1,
+            NotImplemented,
+            "an element of compound dtype {} has several fields; use get_record",
+            self.0.dtype
+        );
+        self.part_carrier(part).read(off)
+    }
+
+    /// The fields of the element at a coordinate (one value for a non-compound dtype).
+    pub fn get_record(&self, coord: &[usize]) -> Result<Vec<Scalar>> {
+        let (part, off) = self.locate(coord)?;
+        let w = record_width(&self.0.dtype);
+        (0..w)
+            .map(|k| self.part_carrier(part).read(off * w + k))
+            .collect()
+    }
+
+    /// The element at a hierarchical coordinate of a one-subtensor tensor.
+    pub fn get_coord(&self, coord: &IntTuple) -> Result<Scalar> {
+        let sub = self.single()?;
+        ensure!(
+            record_width(&self.0.dtype) == 1,
+            NotImplemented,
+            "use get_record for compound dtype {}",
+            self.0.dtype
+        );
+        sub.carrier
+            .read(sub.offset + sub.layout.offset_of_coord(coord)?)
+    }
+
+    /// Every element in logical order as `T`, which must be the storage element type (a
+    /// compound dtype's records are listed field by field).
+    pub fn values<T: Element>(&self) -> Result<Vec<T>> {
+        let w = record_width(&self.0.dtype);
+        let mut out = Vec::with_capacity(self.size() * w);
+        let mut failed = None;
+        let parts = self.subtensors();
+        for (i, s) in parts.iter().enumerate() {
+            let storage = s.carrier.dtype();
+            ensure!(
+                storage == T::DTYPE,
+                Type,
+                "this tensor stores {storage} elements, not {}",
+                T::DTYPE
+            );
+            if let Some(cpu) = s.carrier.as_cpu() {
+                cpu.with_slice::<T, _>(|data| {
+                    s.layout.for_each_offset(|o| {
+                        let base = (s.offset + o) * w;
+                        out.extend_from_slice(&data[base..base + w]);
+                    });
+                })?;
+            } else {
+                let buffer = s.carrier.to_buffer();
+                let Some(data) = T::slice(&buffer) else {
+                    bail!(
+                        Type,
+                        "subtensor {i} stores {} elements, not {}",
+                        buffer.dtype(),
+                        T::DTYPE
+                    )
+                };
+                s.layout.for_each_offset(|o| {
+                    let base = (s.offset + o) * w;
+                    match data.get(base..base + w) {
+                        Some(v) => out.extend_from_slice(v),
+                        None => failed = Some(base),
+                    }
+                });
+            }
+        }
+        match failed {
+            Some(o) => bail!(Runtime, "carrier shrank below offset {o}"),
+            None => Ok(out),
+        }
+    }
+
+    /// Every element in logical order as a `Scalar`.
+    pub fn scalars(&self) -> Result<Vec<Scalar>> {
+        ensure!(
+            record_width(&self.0.dtype) == 1,
+            NotImplemented,
+            "use values for compound dtype {}",
+            self.0.dtype
+        );
+        let mut out = Vec::with_capacity(self.size());
+        let mut err = None;
+        self.for_each_slot(|p, o| match self.part_carrier(p).read(o) {
+            Ok(v) => out.push(v),
+            Err(e) => err = Some(e),
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// A copy in fresh storage of this tensor's carrier class with the compact row-major
+    /// layout; no autograd state.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        let carrier = self.part_carrier(0).clone();
+        let w = record_width(&self.0.dtype);
+        let buffer = match carrier.dtype() {
+            DType::Float32 => Buffer::F32(self.values()?),
+            DType::Float64 => Buffer::F64(self.values()?),
+            DType::Int32 => Buffer::I32(self.values()?),
+            DType::Int64 => Buffer::I64(self.values()?),
+            DType::Bool => Buffer::Bool(self.values()?),
+            other => bail!(Type, "storage of dtype {other} cannot be copied"),
+        };
+        debug_assert_eq!(buffer.len(), self.size() * w);
+        let layout = Layout::compact_row_major(self.shape().clone())?;
+        let fresh = carrier.fresh(buffer)?;
+        Ok(Tensor::from_carrier_unchecked(
+            fresh,
+            Arc::new(layout),
+            self.0.dtype.clone(),
+        ))
+    }
+}
+
+// Dropping a long graph must not recurse: a tensor's node owns its inputs, whose nodes own
+// theirs. Nodes whose last owner is going away are emptied one at a time from a per-thread
+// queue instead.
+thread_local! {
+    static DRAINING: RefCell<Option<Vec<Node>>> = const { RefCell::new(None) };
+}
+
+fn drop_node(node: Node) {
+    let first = DRAINING.try_with(|d| {
+        let mut d = d.borrow_mut();
+        if let Some(queue) = d.as_mut() {
+            queue.push(node);
+            None
+        } else {
+            *d = Some(Vec::new());
+            Some(node)
+        }
+    });
+    // When the thread-local is gone (thread exit), fall back to an ordinary drop.
+    let Ok(Some(first)) = first else { return };
+    let mut next = Some(first);
+    while let Some(node) = next {
+        if Arc::strong_count(&node) == 1 {
+            drop(node.saved().take());
+        }
+        drop(node);
+        next = DRAINING.with(|d| d.borrow_mut().as_mut().and_then(Vec::pop));
+    }
+    DRAINING.with(|d| *d.borrow_mut() = None);
+}
+
+impl Drop for TensorInner {
+    fn drop(&mut self) {
+        let state = self
+            .autograd
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(node) = state.ctx.take() {
+            drop_node(node);
+        }
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}, {}", self.dtype(), self.layout())?;
+        if self.subtensor_count() > 1 {
+            write!(f, ", {} subtensors", self.subtensor_count())?;
+        }
+        if let Some(node) = &self.state().ctx {
+            write!(f, ", node {}", node.name())?;
+        }
+        f.write_str(")")
+    }
+}
+
+fn nest(f: &mut fmt::Formatter<'_>, dims: &[usize], vals: &[Scalar]) -> fmt::Result {
+    let Some((&n, rest)) = dims.split_first() else {
+        return match vals.first() {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("[]"),
+        };
+    };
+    let chunk: usize = rest.iter().product();
+    f.write_str("[")?;
+    for i in 0..n {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        nest(f, rest, &vals[i * chunk..(i + 1) * chunk])?;
+    }
+    f.write_str("]")
+}
+
+impl fmt::Display for Tensor {
+    /// Values in logical order, nested by top-level mode: `[[1, 2], [3, 4]]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Ok(values) = self.scalars() else {
+            return write!(f, "{self:?}");
+        };
+        let dims = self.dims();
+        nest(f, &dims, &values)
+    }
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+};

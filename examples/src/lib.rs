@@ -1,0 +1,1 @@
+//! Runnable programs live in `examples/`.
