@@ -8,11 +8,13 @@ mod carrier;
 mod dtype;
 pub mod error;
 mod grad_mode;
+mod macro_support;
 mod int_tuple;
 pub mod layout;
 mod mutation;
 mod op;
 mod scalar;
+pub mod tape;
 mod tensor;
 mod view;
 
@@ -31,3 +33,9 @@ mod engine;
 mod gradient;
 
 pub use autograd::{backwards_traversal, grad, GradOptions};
+
+#[doc(hidden)]
+pub use macro_support as __private;
+
+#[cfg(feature = "macros")]
+pub use autograd_macros::differentiable;

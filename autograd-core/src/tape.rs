@@ -1,0 +1,1 @@
+//! The Wengert tape (see the tape issue): placeholder until it lands.
