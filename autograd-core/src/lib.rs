@@ -8,7 +8,6 @@ mod carrier;
 mod dtype;
 pub mod error;
 mod grad_mode;
-mod macro_support;
 mod int_tuple;
 pub mod layout;
 mod mutation;
@@ -35,7 +34,8 @@ mod gradient;
 pub use autograd::{backwards_traversal, grad, GradOptions};
 
 #[doc(hidden)]
-pub use macro_support as __private;
+#[path = "macro_support.rs"]
+pub mod __private;
 
 #[cfg(feature = "macros")]
 pub use autograd_macros::differentiable;
