@@ -29,9 +29,11 @@ pub use tensor::{Subtensor, Tensor};
 
 mod autograd;
 mod engine;
+mod gradcheck;
 mod gradient;
 
 pub use autograd::{backwards_traversal, grad, GradOptions};
+pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 
 #[doc(hidden)]
 #[path = "macro_support.rs"]

@@ -1,0 +1,183 @@
+//! The benchmark workloads of `shared/BENCH.md`, one JSON object per workload on stdout.
+//!
+//!     cargo run --release -p autograd-examples --example bench -- --json [W1 W1s W3 ...]
+//!
+//! `--quick` shrinks sizes for smoke runs. W3 runs in a child process so that its peak RSS is
+//! its own.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use autograd_core::{shape, Result, Tensor};
+use autograd_ops::{add, mul_scalar, sum};
+
+const ALL: &[&str] = &["W1", "W1s", "W3"];
+
+struct Args {
+    quick: bool,
+    child: bool,
+    workloads: Vec<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        quick: false,
+        child: false,
+        workloads: Vec::new(),
+    };
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--json" => {}
+            "--quick" => args.quick = true,
+            "--child" => args.child = true,
+            w => args.workloads.push(w.to_string()),
+        }
+    }
+    if args.workloads.is_empty() {
+        args.workloads = ALL.iter().map(|s| (*s).to_string()).collect();
+    }
+    args
+}
+
+/// Runs `f` once to warm up, then `runs` times; returns the durations sorted.
+fn measure(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<Duration>> {
+    f()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        f()?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn report(workload: &str, times: &[Duration], extra: &str) {
+    let min = times[0];
+    let median = times[times.len() / 2];
+    println!(
+        "{{\"workload\":\"{workload}\",\"threads\":1,\"runs\":{},\"min_ms\":{:.4},\"median_ms\":{:.4}{extra}}}",
+        times.len(),
+        ms(min),
+        ms(median)
+    );
+}
+
+/// W1/W1s: `y = y * 0.999 + x` repeated, `loss = sum(y)`, backward.
+fn chain(n: usize, steps: usize) -> Result<()> {
+    let x = Tensor::from_vec(vec![0.5f32; n], shape![n])?;
+    let mut y = x.clone();
+    for _ in 0..steps {
+        y = add(&mul_scalar(&y, 0.999)?, &x)?;
+    }
+    let loss = sum(&y)?;
+    loss.backward()?;
+    Ok(())
+}
+
+fn w1(name: &str, n: usize, quick: bool) -> Result<()> {
+    let steps = if quick { 2_000 } else { 20_000 };
+    let times = measure(if quick { 3 } else { 7 }, || chain(n, steps))?;
+    let ops = (2 * steps + 1) as f64;
+    let ns = times[times.len() / 2].as_secs_f64() * 1e9 / ops;
+    report(
+        name,
+        &times,
+        &format!(",\"steps\":{steps},\"ns_per_op\":{ns:.1}"),
+    );
+    Ok(())
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// W3: a 1,000,000-step chain of `y = y * 1.0000001` on shape [1], backward, drop.
+fn w3_once(steps: usize) -> Result<Duration> {
+    let start = Instant::now();
+    let x = Tensor::from_vec(vec![1.0f32], shape![1])?;
+    let mut y = x.clone();
+    for _ in 0..steps {
+        y = mul_scalar(&y, 1.000_000_1)?;
+    }
+    let loss = sum(&y)?;
+    loss.backward()?;
+    drop((loss, y));
+    let g = x.grad()?.map(|g| g.values::<f32>()).transpose()?;
+    assert!(g.is_some_and(|g| g[0] > 1.0), "W3 gradient must exceed 1");
+    Ok(start.elapsed())
+}
+
+fn w3(quick: bool, child: bool) -> Result<()> {
+    let steps = if quick { 100_000 } else { 1_000_000 };
+    if child {
+        let times = vec![w3_once(steps)?];
+        let secs = times[0].as_secs_f64();
+        report("W3", &times, &format!(",\"steps\":{steps},\"seconds\":{secs:.3},\"peak_rss_mib\":{:.1},\"completed\":true", peak_rss_mib()));
+        return Ok(());
+    }
+    // Each run in a fresh process so the peak RSS is the workload's alone.
+    let exe = std::env::current_exe().map_err(|e| autograd_core::Error::Runtime(e.to_string()))?;
+    let mut lines = Vec::new();
+    for _ in 0..3 {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("--child").arg("W3");
+        if quick {
+            cmd.arg("--quick");
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| autograd_core::Error::Runtime(e.to_string()))?;
+        if !out.status.success() {
+            println!(
+                "{{\"workload\":\"W3\",\"completed\":false,\"status\":\"{}\"}}",
+                out.status
+            );
+            return Ok(());
+        }
+        lines.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    let field = |l: &str, k: &str| -> f64 {
+        l.split(&format!("\"{k}\":"))
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let mut secs: Vec<f64> = lines.iter().map(|l| field(l, "seconds")).collect();
+    secs.sort_by(f64::total_cmp);
+    let rss = lines
+        .iter()
+        .map(|l| field(l, "peak_rss_mib"))
+        .fold(0.0f64, f64::max);
+    println!(
+        "{{\"workload\":\"W3\",\"threads\":1,\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"peak_rss_mib\":{rss:.1},\"completed\":true}}",
+        secs.len(),
+        secs[0] * 1e3,
+        secs[secs.len() / 2] * 1e3,
+        secs[secs.len() / 2]
+    );
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args = parse_args();
+    for w in &args.workloads {
+        match w.as_str() {
+            "W1" => w1("W1", 16, args.quick)?,
+            "W1s" => w1("W1s", 1, args.quick)?,
+            "W3" => w3(args.quick, args.child)?,
+            other => eprintln!("unknown workload {other}; known: {ALL:?}"),
+        }
+    }
+    Ok(())
+}
