@@ -26,7 +26,13 @@ impl Tensor {
 
     /// Groups writes by carrier, validates all of them, then applies each group with one bump.
     fn write_slots(&self, writes: Vec<(usize, usize, Scalar)>) -> Result<()> {
-        let mut groups: Vec<WriteGroup> = Vec::new();
+        // Every carrier of the tensor gets its group, so a successful call bumps each once even
+        // when it writes no element (an empty tensor).
+        let mut groups: Vec<WriteGroup> = self
+            .carriers()
+            .into_iter()
+            .map(|c| (c, Vec::new()))
+            .collect();
         for (part, off, v) in writes {
             let c = self.part_carrier(part);
             match groups.iter_mut().find(|(g, _)| g.id() == c.id()) {
@@ -62,14 +68,33 @@ impl Tensor {
             .subtensors()
             .into_iter()
             .find(|s| !s.layout.is_injective());
-        match bad {
-            Some(s) => bail!(
+        if let Some(s) = bad {
+            bail!(
                 Value,
                 "{op}: the target layout {} maps several coordinates to one storage slot, so an elementwise write is ambiguous",
                 s.layout
-            ),
-            None => Ok(()),
+            )
         }
+        // Pieces of a multi-subtensor tensor that share a carrier must not overlap either.
+        let subs = self.subtensors();
+        if subs.len() > 1 && self.carriers().len() < subs.len() {
+            let mut seen = std::collections::HashSet::new();
+            let mut clash = None;
+            for (i, s) in subs.iter().enumerate() {
+                s.layout.for_each_offset(|o| {
+                    if !seen.insert((s.carrier.id(), s.offset + o)) && clash.is_none() {
+                        clash = Some((i, s.offset + o));
+                    }
+                });
+            }
+            if let Some((i, o)) = clash {
+                bail!(
+                    Value,
+                    "{op}: subtensor {i} shares storage slot {o} of its carrier with an earlier subtensor, so an elementwise write is ambiguous"
+                )
+            }
+        }
+        Ok(())
     }
 
     /// Assigns `value` at a coordinate with one entry per top-level mode (`t[i, j] = value`).

@@ -243,6 +243,14 @@ impl Tensor {
                 p.dtype(),
                 first.dtype()
             );
+            // a shared category label must not hide pieces of different storage dtypes
+            let storage = sub.carrier.dtype();
+            let storage0 = first.part_carrier(0).dtype();
+            ensure!(
+                storage == storage0,
+                Type,
+                "piece {i} stores {storage} elements but piece 0 stores {storage0}"
+            );
             ensure!(
                 l.rank() >= 1 && l.mode_is_leaf(0),
                 Value,
