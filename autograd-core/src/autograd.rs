@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::engine::{propagate, Plan, Sink, Staging};
+use crate::engine::{propagate, Plan, PtrMap, Sink, Staging};
 use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
@@ -204,7 +204,7 @@ pub fn grad(
     let plan = match output.autograd_ctx() {
         Some(root) => {
             let mut plan = Plan::discover(&root)?;
-            plan.prune(&wanted);
+            plan.prune(&wanted)?;
             Some(plan)
         }
         None => None,
@@ -218,7 +218,7 @@ pub fn grad(
         if let Some(plan) = &plan {
             propagate(plan, cot, &Sink::Collect(&wanted), &mut staging)?;
         }
-        runs.push(staging);
+        runs.push(staging.finish()?);
     }
     let results = inputs
         .iter()
@@ -236,26 +236,26 @@ pub fn grad(
     Ok(results)
 }
 
-fn single(input: &Tensor, staging: &Staging) -> Result<Option<Tensor>> {
-    staging
-        .get(input)
-        .map(|g| gradient::detached_copy(g, input.carrier()?))
+fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
+    staged
+        .get(&input.id())
+        .map(|(_, g)| gradient::detached_copy(g, input.carrier()?))
         .transpose()
 }
 
 /// One gradient per batch index stacked along a new leading mode of stride = cosize.
-fn stack(input: &Tensor, runs: &[Staging]) -> Result<Option<Tensor>> {
+fn stack(input: &Tensor, runs: &[PtrMap<(Tensor, Tensor)>]) -> Result<Option<Tensor>> {
     let Some(layout) = runs
         .iter()
-        .find_map(|s| s.get(input))
-        .map(|g| g.layout().clone())
+        .find_map(|s| s.get(&input.id()))
+        .map(|(_, g)| g.layout().clone())
     else {
         return Ok(None);
     };
     let cosize = layout.cosize();
     let mut data = vec![0.0f32; cosize * runs.len()];
     for (k, run) in runs.iter().enumerate() {
-        if let Some(g) = run.get(input) {
+        if let Some((_, g)) = run.get(&input.id()) {
             let values = g.values::<f32>()?;
             let mut it = values.into_iter();
             layout.for_each_offset(|o| {

@@ -88,6 +88,10 @@ impl dyn Carrier {
 pub struct CpuCarrier {
     id: CarrierId,
     version: AtomicU64,
+    // Length and dtype never change after construction; kept outside the lock so reading them
+    // costs nothing.
+    len: usize,
+    dtype: DType,
     data: RwLock<Buffer>,
 }
 
@@ -111,6 +115,8 @@ impl CpuCarrier {
         CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
+            len: data.len(),
+            dtype: data.dtype(),
             data: RwLock::new(data),
         }
     }
@@ -183,10 +189,10 @@ impl Carrier for CpuCarrier {
         self.version.load(Ordering::Acquire)
     }
     fn len(&self) -> usize {
-        self.lock_read().len()
+        self.len
     }
     fn dtype(&self) -> DType {
-        self.lock_read().dtype()
+        self.dtype.clone()
     }
     fn class_name(&self) -> &'static str {
         "CpuCarrier"

@@ -2,11 +2,12 @@
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
-use crate::gradient;
+use crate::gradient::{self, Sum};
 use crate::op::{describe_input, describe_node, Node};
 use crate::tensor::Tensor;
 
@@ -14,111 +15,158 @@ fn node_key(node: &Node) -> usize {
     Arc::as_ptr(node).cast::<()>() as usize
 }
 
-/// One reached node in topological order with its saved inputs and their producers.
-struct Step {
-    node: Node,
-    inputs: Vec<Tensor>,
-    /// For each saved input, the step of its producing node.
-    producers: Vec<Option<usize>>,
-    /// Whether propagating through this node can reach a requested tensor.
-    useful: bool,
-}
+/// A hasher for pointer keys: one multiply, no SipHash (node addresses are not attacker-chosen).
+#[derive(Default)]
+pub(crate) struct PtrHasher(u64);
 
-impl Step {
-    fn new(node: Node) -> Step {
-        Step {
-            node,
-            inputs: Vec::new(),
-            producers: Vec::new(),
-            useful: true,
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
     }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64 ^ (n as u64 >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(crate) type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
+
+const NO_PRODUCER: usize = usize::MAX;
+
+/// One reached node in topological order.
+struct Step {
+    node: Node,
+    /// Where this node's input producers start in `Plan::producers`.
+    first: usize,
+    /// Number of saved inputs.
+    count: usize,
+    /// Whether propagating through this node can reach a requested tensor.
+    useful: bool,
 }
 
 /// The reached graph in topological order (every consumer before its producers), root first.
 pub(crate) struct Plan {
     steps: Vec<Step>,
+    /// For every saved input of every step, the step of its producing node, or `NO_PRODUCER`.
+    producers: Vec<usize>,
 }
 
 impl Plan {
     /// Discovers every node reachable from `root`, refusing released nodes before anything
     /// else runs, and orders them topologically with explicit stacks.
     pub(crate) fn discover(root: &Node) -> Result<Plan> {
-        let mut index: HashMap<usize, usize> = HashMap::new();
-        let mut found: Vec<Step> = Vec::new();
+        let mut index: PtrMap<usize> = PtrMap::default();
+        let mut steps: Vec<Step> = Vec::new();
+        let mut producers: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         let mut stack = vec![0usize];
         index.insert(node_key(root), 0);
-        found.push(Step::new(root.clone()));
+        steps.push(Step {
+            node: root.clone(),
+            first: 0,
+            count: 0,
+            useful: true,
+        });
         pending.push(0);
         while let Some(i) = stack.pop() {
-            let node = found[i].node.clone();
-            let inputs: Vec<Tensor> = node.saved().with(&describe_node(&*node), |s| {
-                s.inputs.iter().map(|(t, _)| t.clone()).collect()
+            let node = steps[i].node.clone();
+            let first = producers.len();
+            node.saved().with(node.name(), |s| {
+                for (t, _) in &s.inputs {
+                    let Some(child) = t.autograd_ctx() else {
+                        producers.push(NO_PRODUCER);
+                        continue;
+                    };
+                    let j = *index.entry(node_key(&child)).or_insert_with(|| {
+                        steps.push(Step {
+                            node: child,
+                            first: 0,
+                            count: 0,
+                            useful: true,
+                        });
+                        pending.push(0);
+                        stack.push(steps.len() - 1);
+                        steps.len() - 1
+                    });
+                    pending[j] += 1;
+                    producers.push(j);
+                }
             })?;
-            let mut producers = Vec::with_capacity(inputs.len());
-            for t in &inputs {
-                let Some(child) = t.autograd_ctx() else {
-                    producers.push(None);
-                    continue;
-                };
-                let key = node_key(&child);
-                let j = *index.entry(key).or_insert_with(|| {
-                    found.push(Step::new(child));
-                    pending.push(0);
-                    stack.push(found.len() - 1);
-                    found.len() - 1
-                });
-                pending[j] += 1;
-                producers.push(Some(j));
-            }
-            found[i].inputs = inputs;
-            found[i].producers = producers;
+            steps[i].first = first;
+            steps[i].count = producers.len() - first;
         }
+        drop(index);
         // Kahn's algorithm from the root: a node is ready once every reached consumer ran.
-        let mut order = Vec::with_capacity(found.len());
+        let mut order = Vec::with_capacity(steps.len());
         let mut ready = vec![0usize];
         while let Some(i) = ready.pop() {
             order.push(i);
-            for &p in found[i].producers.iter().flatten() {
-                pending[p] -= 1;
-                if pending[p] == 0 {
-                    ready.push(p);
+            let s = &steps[i];
+            for &p in &producers[s.first..s.first + s.count] {
+                if p != NO_PRODUCER {
+                    pending[p] -= 1;
+                    if pending[p] == 0 {
+                        ready.push(p);
+                    }
                 }
             }
         }
-        if order.len() != found.len() {
+        if order.len() != steps.len() {
             bail!(Runtime, "the autograd graph has a cycle (a node was assigned as the autograd_ctx of one of its own inputs)");
         }
-        let mut position = vec![0usize; found.len()];
+        drop(pending);
+        // Renumber into topological order, rewriting producer references.
+        let mut position = vec![0usize; steps.len()];
         for (pos, &i) in order.iter().enumerate() {
             position[i] = pos;
         }
-        let mut slots: Vec<Option<Step>> = found.into_iter().map(Some).collect();
-        let steps = order
-            .iter()
-            .filter_map(|&i| slots[i].take())
-            .map(|mut step| {
-                for p in step.producers.iter_mut().flatten() {
-                    *p = position[*p];
-                }
-                step
-            })
-            .collect();
-        Ok(Plan { steps })
+        let mut slots: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
+        let mut sorted = Vec::with_capacity(slots.len());
+        let mut new_producers = Vec::with_capacity(producers.len());
+        for &i in &order {
+            let Some(mut step) = slots[i].take() else {
+                continue;
+            };
+            let first = new_producers.len();
+            for &p in &producers[step.first..step.first + step.count] {
+                new_producers.push(if p == NO_PRODUCER {
+                    NO_PRODUCER
+                } else {
+                    position[p]
+                });
+            }
+            step.first = first;
+            sorted.push(step);
+        }
+        Ok(Plan {
+            steps: sorted,
+            producers: new_producers,
+        })
+    }
+
+    fn producers_of(&self, step: &Step) -> &[usize] {
+        &self.producers[step.first..step.first + step.count]
     }
 
     /// Marks the steps through which a tensor accepted by `wanted` can be reached.
-    pub(crate) fn prune(&mut self, wanted: &dyn Fn(&Tensor) -> bool) {
+    pub(crate) fn prune(&mut self, wanted: &dyn Fn(&Tensor) -> bool) -> Result<()> {
         for i in (0..self.steps.len()).rev() {
             let step = &self.steps[i];
-            let useful = step
-                .inputs
-                .iter()
-                .zip(&step.producers)
-                .any(|(t, p)| wanted(t) || p.is_some_and(|p| self.steps[p].useful));
+            let direct = step.node.saved().with(step.node.name(), |s| {
+                s.inputs.iter().any(|(t, _)| wanted(t))
+            })?;
+            let useful = direct
+                || self
+                    .producers_of(step)
+                    .iter()
+                    .any(|&p| p != NO_PRODUCER && self.steps[p].useful);
             self.steps[i].useful = useful;
         }
+        Ok(())
     }
 
     /// Releases every reached node.
@@ -140,28 +188,33 @@ pub(crate) enum Sink<'a> {
 /// Gradients staged per tensor, summed in the order they arrive.
 #[derive(Default)]
 pub(crate) struct Staging {
-    entries: HashMap<usize, (Tensor, Tensor)>,
+    entries: PtrMap<(Tensor, Sum)>,
 }
 
 impl Staging {
     pub(crate) fn add(&mut self, target: &Tensor, g: Tensor) -> Result<()> {
         match self.entries.get_mut(&target.id()) {
-            Some((_, sum)) => *sum = gradient::add(sum, &g)?,
+            Some((_, sum)) => sum.add(&g)?,
             None => {
-                self.entries.insert(target.id(), (target.clone(), g));
+                self.entries
+                    .insert(target.id(), (target.clone(), Sum::Shared(g)));
             }
         }
         Ok(())
     }
 
-    pub(crate) fn get(&self, target: &Tensor) -> Option<&Tensor> {
-        self.entries.get(&target.id()).map(|(_, g)| g)
+    /// The staged gradient of every tensor, keyed by tensor identity.
+    pub(crate) fn finish(self) -> Result<PtrMap<(Tensor, Tensor)>> {
+        self.entries
+            .into_iter()
+            .map(|(k, (t, s))| Ok((k, (t, s.into_tensor()?))))
+            .collect()
     }
 
     /// Adds every staged gradient into its tensor's `.grad` as a detached copy in fresh
     /// storage of the tensor's carrier class. All new values are computed before any is set.
     pub(crate) fn commit(self) -> Result<()> {
-        let mut entries: Vec<(Tensor, Tensor)> = self.entries.into_values().collect();
+        let mut entries: Vec<(Tensor, Tensor)> = self.finish()?.into_values().collect();
         entries.sort_by_key(|(t, _)| t.id());
         let mut guards = Vec::with_capacity(entries.len());
         let mut new = Vec::with_capacity(entries.len());
@@ -190,9 +243,10 @@ pub(crate) fn propagate(
     sink: &Sink<'_>,
     staging: &mut Staging,
 ) -> Result<()> {
-    let mut cotangents: Vec<Option<Tensor>> = vec![None; plan.steps.len()];
+    let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.steps.len());
+    cotangents.resize_with(plan.steps.len(), || None);
     if let Some(first) = cotangents.first_mut() {
-        *first = Some(root_cotangent);
+        *first = Some(Sum::Shared(root_cotangent));
     }
     for (i, step) in plan.steps.iter().enumerate() {
         let Some(g) = cotangents[i].take() else {
@@ -201,23 +255,26 @@ pub(crate) fn propagate(
         if !step.useful {
             continue;
         }
+        let g = g.into_tensor()?;
         let node = &*step.node;
-        check_versions(node)?;
+        let inputs = checked_inputs(node)?;
         let grads = {
             let _guard = no_grad();
             node.backward(&g)
                 .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
         };
-        if grads.len() != step.inputs.len() {
+        drop(g);
+        if grads.len() != inputs.len() {
             bail!(
                 Value,
                 "backward of {} returned {} gradients for {} saved tensor inputs",
                 describe_node(node),
                 grads.len(),
-                step.inputs.len()
+                inputs.len()
             );
         }
-        for (j, (gi, input)) in grads.into_iter().zip(&step.inputs).enumerate() {
+        let producers = plan.producers_of(step);
+        for (j, (gi, input)) in grads.into_iter().zip(&inputs).enumerate() {
             let Some(gi) = gi else { continue };
             if !input.is_differentiable() {
                 continue;
@@ -229,47 +286,51 @@ pub(crate) fn propagate(
                     node.saved().location()
                 ))
             })?;
-            let producer = step.producers[j];
-            match sink {
-                Sink::Accumulate => {
-                    if producer.is_none() || input.retains_grad() {
-                        staging.add(input, gi.clone())?;
-                    }
+            let producer = (producers[j] != NO_PRODUCER).then_some(producers[j]);
+            let keep = match sink {
+                Sink::Accumulate => producer.is_none() || input.retains_grad(),
+                Sink::Collect(wanted) => wanted(input),
+            };
+            let forward = producer.filter(|&p| plan.steps[p].useful);
+            match (keep, forward) {
+                (true, Some(p)) => {
+                    staging.add(input, gi.clone())?;
+                    accumulate(&mut cotangents[p], gi)?;
                 }
-                Sink::Collect(wanted) => {
-                    if wanted(input) {
-                        staging.add(input, gi.clone())?;
-                    }
-                }
-            }
-            if let Some(p) = producer {
-                if plan.steps[p].useful {
-                    cotangents[p] = Some(match cotangents[p].take() {
-                        Some(sum) => gradient::add(&sum, &gi)?,
-                        None => gi,
-                    });
-                }
+                (true, None) => staging.add(input, gi)?,
+                (false, Some(p)) => accumulate(&mut cotangents[p], gi)?,
+                (false, None) => {}
             }
         }
     }
     Ok(())
 }
 
-fn check_versions(node: &dyn crate::op::Operation) -> Result<()> {
-    let what = describe_node(node);
-    let change = node.saved().with(&what, |s| {
-        s.inputs
-            .iter()
-            .enumerate()
-            .find_map(|(i, (t, snap))| snap.first_change(t).map(|c| (i, c)))
+fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
+    if let Some(sum) = slot {
+        return sum.add(&g);
+    }
+    *slot = Some(Sum::Shared(g));
+    Ok(())
+}
+
+/// The node's saved inputs, after checking that none was modified since the forward pass.
+fn checked_inputs(node: &dyn crate::op::Operation) -> Result<Vec<Tensor>> {
+    let checked = node.saved().with(node.name(), |s| {
+        for (i, (t, snap)) in s.inputs.iter().enumerate() {
+            if let Some(change) = snap.first_change(t) {
+                return Err((i, change));
+            }
+        }
+        Ok(s.inputs.iter().map(|(t, _)| t.clone()).collect())
     })?;
-    match change {
-        Some((i, (id, saved, now))) => bail!(
+    match checked {
+        Ok(inputs) => Ok(inputs),
+        Err((i, (id, saved, now))) => bail!(
             Runtime,
             "in-place modification of {} (recorded at {}): {id} is at version {now} but the forward pass saved version {saved}; run backward before mutating saved tensors",
             describe_input(node, i),
             node.saved().location()
         ),
-        None => Ok(()),
     }
 }

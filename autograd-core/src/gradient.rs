@@ -59,7 +59,7 @@ pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
     match t.aliasing() {
         Aliasing::None => {
             ensure!(
-                g.layout() == t,
+                Arc::ptr_eq(g.layout_arc(), target.layout_arc()) || g.layout() == t,
                 Value,
                 "the cotangent layout {} does not match the target tensor's layout {} exactly",
                 g.layout(),
@@ -175,8 +175,122 @@ impl Tensor {
         place(values, layout, self.part_carrier(0))
     }
 
+    /// A Float32 tensor holding `values` (logical order) in `layout`, in fresh storage of
+    /// `self`'s carrier class: how kernels make results that live where their inputs live.
+    pub fn f32_with_layout(&self, values: Vec<f32>, layout: Arc<Layout>) -> Result<Tensor> {
+        ensure!(
+            values.len() == layout.size(),
+            Value,
+            "{} values cannot fill layout {layout} of {} elements",
+            values.len(),
+            layout.size()
+        );
+        place(values, layout, self.part_carrier(0))
+    }
+
+    /// `g`, a gradient with `self`'s shape, in a layout the engine accepts for `self`: `g`
+    /// itself when it already is, else a copy laid out like [`Tensor::f32_like`]. VJPs can
+    /// then return gradients in whatever layout their kernels produce.
+    pub fn gradient_like(&self, g: Tensor) -> Result<Tensor> {
+        ensure!(
+            g.shape() == self.shape(),
+            Value,
+            "a gradient of shape {} cannot belong to a tensor of shape {}",
+            g.shape(),
+            self.shape()
+        );
+        let fits = if self.layout().is_injective() {
+            g.layout() == self.layout()
+        } else {
+            g.layout().is_injective()
+        };
+        if fits && g.subtensor_count() == 1 && g.dtype() == &DType::Float32 {
+            return Ok(g);
+        }
+        self.f32_like(g.values::<f32>()?)
+    }
+
     /// `f32_like` with every element `value`.
     pub fn f32_full_like(&self, value: f32) -> Result<Tensor> {
         self.f32_like(vec![value; self.size()])
     }
+}
+
+/// A running sum of gradient contributions to one tensor. The first contribution is kept as it
+/// is (a VJP may hand the same tensor to several inputs); from the second on the sum lives in a
+/// private buffer that later contributions are added into in place.
+pub(crate) enum Sum {
+    Shared(Tensor),
+    Owned {
+        layout: Arc<Layout>,
+        class: Arc<dyn Carrier>,
+        data: Vec<f32>,
+    },
+}
+
+impl Sum {
+    /// Adds `g` (already validated to have the sum's shape) into the sum.
+    pub(crate) fn add(&mut self, g: &Tensor) -> Result<()> {
+        if let Sum::Shared(first) = self {
+            ensure!(
+                first.shape() == g.shape(),
+                Value,
+                "cannot add gradients of shapes {} and {}",
+                first.shape(),
+                g.shape()
+            );
+            let layout = first.layout_arc().clone();
+            let class = first.carrier()?.clone();
+            let mut data = vec![0.0f32; layout.cosize()];
+            scatter_add(&mut data, &layout, first)?;
+            *self = Sum::Owned {
+                layout,
+                class,
+                data,
+            };
+        }
+        match self {
+            Sum::Owned { layout, data, .. } => scatter_add(data, layout, g),
+            Sum::Shared(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// The sum as a tensor.
+    pub(crate) fn into_tensor(self) -> Result<Tensor> {
+        match self {
+            Sum::Shared(t) => Ok(t),
+            Sum::Owned {
+                layout,
+                class,
+                data,
+            } => {
+                let carrier = class.fresh(Buffer::F32(data))?;
+                Ok(Tensor::from_carrier_unchecked(
+                    carrier,
+                    layout,
+                    DType::Float32,
+                ))
+            }
+        }
+    }
+}
+
+/// `data[offset] += g` at every offset of `layout`, `g` read in logical order.
+fn scatter_add(data: &mut [f32], layout: &Arc<Layout>, g: &Tensor) -> Result<()> {
+    let same = Arc::ptr_eq(layout, g.layout_arc()) || **layout == *g.layout();
+    if same && g.offset() == 0 {
+        if let Some(cpu) = g.carrier()?.as_cpu() {
+            return cpu.with_slice::<f32, _>(|s| {
+                if layout.size() == layout.cosize() {
+                    data.iter_mut().zip(s).for_each(|(d, x)| *d += x);
+                } else {
+                    layout.for_each_offset(|o| data[o] += s[o]);
+                }
+            });
+        }
+    }
+    let values = g.values::<f32>()?;
+    let mut it = values.into_iter();
+    layout.for_each_offset(|o| data[o] += it.next().unwrap_or(0.0));
+    Ok(())
 }

@@ -41,7 +41,7 @@ pub enum Aliasing {
 /// // colexicographic index 3 is coordinate (1, 1): offset 1 + 0
 /// assert_eq!(l.offset_of_index(3).unwrap(), 1);
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Layout {
     shape: Shape,
     stride: Stride,
@@ -51,6 +51,8 @@ pub struct Layout {
     size: usize,
     cosize: usize,
     aliasing: Aliasing,
+    /// Leaves in logical iteration order (fastest first), coalesced, extent-1 leaves dropped.
+    logical: Vec<Leaf>,
 }
 
 fn to_usize(x: i64, what: &str, layout: &dyn fmt::Display) -> Result<usize> {
@@ -116,6 +118,12 @@ impl Layout {
         }
         let cosize = if size == 0 { 0 } else { span + 1 };
         let aliasing = classify(&leaves, size, cosize);
+        let fastest_first: Vec<Leaf> = modes
+            .iter()
+            .rev()
+            .flat_map(|&(a, b)| leaves[a..b].iter().copied())
+            .collect();
+        let logical = coalesce(&fastest_first);
         Ok(Layout {
             shape,
             stride,
@@ -124,6 +132,7 @@ impl Layout {
             size,
             cosize,
             aliasing,
+            logical,
         })
     }
 
@@ -322,18 +331,22 @@ impl Layout {
         if self.size == 0 {
             return;
         }
-        let dims = coalesce(&self.logical_leaves());
-        let (inner, outer) = dims.split_first().map_or(
-            (
-                Leaf {
-                    extent: 1,
-                    stride: 0,
-                },
-                &[][..],
-            ),
-            |(a, b)| (*a, b),
-        );
-        let mut counter = vec![0usize; outer.len()];
+        let unit = Leaf {
+            extent: 1,
+            stride: 0,
+        };
+        let (inner, outer) = self
+            .logical
+            .split_first()
+            .map_or((unit, &[][..]), |(a, b)| (*a, b));
+        let mut small = [0usize; 8];
+        let mut large = Vec::new();
+        let counter: &mut [usize] = if outer.len() <= small.len() {
+            &mut small[..outer.len()]
+        } else {
+            large.resize(outer.len(), 0);
+            &mut large
+        };
         let mut base = 0usize;
         loop {
             let mut o = base;
@@ -383,14 +396,11 @@ impl Layout {
 
     /// Whether offsets in logical order are `0, 1, 2, …` (storage order is logical order).
     pub fn is_row_major_contiguous(&self) -> bool {
-        let mut expect = 1usize;
-        for l in self.logical_leaves() {
-            if l.extent != 1 && l.stride != expect {
-                return false;
-            }
-            expect *= l.extent;
+        match self.logical.as_slice() {
+            [] => true,
+            [only] => only.stride == 1,
+            _ => false,
         }
-        true
     }
 
     /// The same layout with a leaf batch mode `extent:stride` put before the top-level modes.
@@ -525,6 +535,22 @@ fn injective(leaves: &[Leaf], cosize: usize) -> bool {
             counter[k] = 0;
             k += 1;
         }
+    }
+}
+
+// Everything else a layout holds is derived from its shape and stride.
+impl PartialEq for Layout {
+    fn eq(&self, other: &Layout) -> bool {
+        std::ptr::eq(self, other) || (self.stride == other.stride && self.shape == other.shape)
+    }
+}
+
+impl Eq for Layout {}
+
+impl std::hash::Hash for Layout {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.shape.hash(state);
+        self.stride.hash(state);
     }
 }
 

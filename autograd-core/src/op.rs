@@ -22,6 +22,12 @@ pub struct VersionSnapshot {
 impl VersionSnapshot {
     /// The current versions of `t`'s unique carriers.
     pub fn of(t: &Tensor) -> VersionSnapshot {
+        if let Ok(c) = t.carrier() {
+            return VersionSnapshot {
+                first: (c.id(), c.version()),
+                rest: Vec::new(),
+            };
+        }
         let mut entries = t.carriers().into_iter().map(|c| (c.id(), c.version()));
         let first = entries.next().unwrap_or((CarrierId::fresh(), 0));
         VersionSnapshot {
@@ -35,8 +41,19 @@ impl VersionSnapshot {
         std::iter::once(self.first).chain(self.rest.iter().copied())
     }
 
-    /// The first pair whose carrier in `t` now has another version: `(id, saved, current)`.
+    /// The first carrier of `t` whose version differs from this snapshot:
+    /// `(id, saved version, current version)`.
     pub fn first_change(&self, t: &Tensor) -> Option<(CarrierId, u64, u64)> {
+        if self.rest.is_empty() {
+            if let Ok(c) = t.carrier() {
+                let now = c.version();
+                return (c.id() != self.first.0 || now != self.first.1).then_some((
+                    self.first.0,
+                    self.first.1,
+                    now,
+                ));
+            }
+        }
         let now = VersionSnapshot::of(t);
         let change = self
             .entries()

@@ -17,13 +17,12 @@ impl Operation for Add {
     }
     // d(a + b) = g da + g db
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let inputs = self
+        let (a, b) = self
             .saved
-            .with("add", |s| [s.inputs[0].0.clone(), s.inputs[1].0.clone()])?;
-        let values = g.values::<f32>()?;
+            .with("add", |s| (s.inputs[0].0.clone(), s.inputs[1].0.clone()))?;
         Ok(vec![
-            Some(inputs[0].f32_like(values.clone())?),
-            Some(inputs[1].f32_like(values)?),
+            Some(a.gradient_like(g.clone())?),
+            Some(b.gradient_like(g.clone())?),
         ])
     }
 }
@@ -53,10 +52,7 @@ impl Operation for Mul {
             .with("mul", |s| (s.inputs[0].0.clone(), s.inputs[1].0.clone()))?;
         let ga = zip("mul backward", g, &b.detach(), |g, y| g * y)?;
         let gb = zip("mul backward", g, &a.detach(), |g, x| g * x)?;
-        Ok(vec![
-            Some(a.f32_like(ga.values()?)?),
-            Some(b.f32_like(gb.values()?)?),
-        ])
+        Ok(vec![Some(a.gradient_like(ga)?), Some(b.gradient_like(gb)?)])
     }
 }
 
@@ -84,7 +80,7 @@ impl Operation for MulScalar {
         let a = self.saved.with("mul_scalar", |s| s.inputs[0].0.clone())?;
         let c = self.c;
         let ga = map("mul_scalar backward", g, |x| x * c)?;
-        Ok(vec![Some(a.f32_like(ga.values()?)?)])
+        Ok(vec![Some(a.gradient_like(ga)?)])
     }
 }
 
@@ -111,7 +107,7 @@ impl Operation for AddScalar {
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let a = self.saved.with("add_scalar", |s| s.inputs[0].0.clone())?;
-        Ok(vec![Some(a.f32_like(g.values()?)?)])
+        Ok(vec![Some(a.gradient_like(g.clone())?)])
     }
 }
 

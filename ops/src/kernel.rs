@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use autograd_core::{ensure, Buffer, DType, Layout, Result, Tensor};
+use autograd_core::{ensure, DType, Layout, Result, Tensor};
 
 fn check_f32(op: &str, t: &Tensor) -> Result<()> {
     ensure!(
@@ -27,8 +27,7 @@ fn output(like: &Tensor, values: Vec<f32>, layout: Option<&Arc<Layout>>) -> Resu
         Some(l) => l.clone(),
         None => Arc::new(Layout::compact_row_major(like.shape().clone())?),
     };
-    let carrier = like.subtensors()[0].carrier.fresh(Buffer::F32(values))?;
-    Tensor::from_parts(carrier, layout, 0)
+    like.f32_with_layout(values, layout)
 }
 
 /// `f(a_i)` for every element, compact row-major.

@@ -1,0 +1,70 @@
+//! Memory: no reference cycles, and million-node graphs that neither recurse on drop nor in
+//! backward, on small stacks.
+
+use std::sync::Arc;
+
+use autograd_core::{shape, Tensor};
+use autograd_ops::{mul, mul_scalar, sum};
+use autograd_tests::{grad_vals, t};
+
+fn million_chain() {
+    let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
+    let mut y = x.clone();
+    for _ in 0..1_000_000 {
+        y = mul_scalar(&y, 1.0).unwrap();
+    }
+    sum(&y).unwrap().backward().unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![1.0]));
+    // a second chain dropped without any traversal
+    let mut z = x.clone();
+    for _ in 0..1_000_000 {
+        z = mul_scalar(&z, 1.0).unwrap();
+    }
+    drop(z);
+}
+
+#[test]
+fn a_million_node_chain_on_a_2_mib_stack() {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(million_chain)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn a_node_never_owns_its_result() {
+    let a = t(&[1.0, 2.0], &[2]);
+    let b = t(&[3.0, 4.0], &[2]);
+    let c = mul(&a, &b).unwrap();
+    let node = c.autograd_ctx().unwrap();
+    let weak = Arc::downgrade(&node);
+    drop(node);
+    assert!(weak.upgrade().is_some(), "the result keeps its node alive");
+    drop(c);
+    assert!(
+        weak.upgrade().is_none(),
+        "dropping the result frees the node: no cycle"
+    );
+    // the inputs survive and are still usable
+    assert_eq!(a.values::<f32>().unwrap(), vec![1.0, 2.0]);
+}
+
+#[test]
+fn a_released_graph_keeps_nodes_attached_but_frees_saved_inputs() {
+    let a = t(&[1.0, 2.0], &[2]);
+    let mid = mul_scalar(&a, 2.0).unwrap();
+    let weak_mid = {
+        let out = sum(&mid).unwrap();
+        let node = mid.autograd_ctx().unwrap();
+        out.backward().unwrap();
+        assert!(node.is_released());
+        Arc::downgrade(&out.autograd_ctx().unwrap())
+    };
+    assert!(mid.autograd_ctx().is_some(), "released nodes stay attached");
+    assert!(
+        weak_mid.upgrade().is_none(),
+        "the dropped result's node is gone"
+    );
+}

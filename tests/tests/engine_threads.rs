@@ -1,0 +1,92 @@
+//! Threads and re-entrancy: concurrent traversals sharing leaves, and a VJP that runs a nested
+//! functional `grad` of its own (as activation checkpointing will).
+
+use autograd_core::{
+    grad, record, GradModeGuard, GradOptions, Operation, Result, SavedState, Tensor,
+};
+use autograd_ops::{add, mul, mul_scalar, sum};
+use autograd_tests::{grad_vals, t, vals};
+
+/// loss_k = sum((w * x_k + b) * (w * x_k + b)) for a per-thread input x_k.
+fn loss(w: &Tensor, b: &Tensor, k: usize) -> Tensor {
+    let x = t(&[k as f32, 1.0 - k as f32 * 0.5, 0.25 * k as f32], &[3]);
+    let h = add(&mul(w, &x).unwrap(), b).unwrap();
+    sum(&mul(&h, &h).unwrap()).unwrap()
+}
+
+#[test]
+fn concurrent_backward_on_independent_graphs_sums_like_sequential() {
+    let (w, b) = (t(&[0.5, -1.0, 2.0], &[3]), t(&[0.1, 0.2, 0.3], &[3]));
+    let (w2, b2) = (t(&[0.5, -1.0, 2.0], &[3]), t(&[0.1, 0.2, 0.3], &[3]));
+    for k in 0..8 {
+        loss(&w2, &b2, k).backward().unwrap();
+    }
+    for _round in 0..4 {
+        w.set_grad(None).unwrap();
+        b.set_grad(None).unwrap();
+        std::thread::scope(|s| {
+            for k in 0..8 {
+                let (w, b) = (w.clone(), b.clone());
+                s.spawn(move || loss(&w, &b, k).backward().unwrap());
+            }
+        });
+        // float addition is not associative: compare within rounding
+        for (got, want) in [(&w, &w2), (&b, &b2)] {
+            let (g, e) = (grad_vals(got).unwrap(), grad_vals(want).unwrap());
+            for (x, y) in g.iter().zip(&e) {
+                assert!((x - y).abs() <= 1e-4 * y.abs().max(1.0), "{g:?} vs {e:?}");
+            }
+        }
+    }
+}
+
+/// `y = x * x` computed without a graph; the VJP recomputes it with graph construction on and
+/// differentiates the recomputation with a nested `grad`, as a checkpoint does.
+struct CheckpointedSquare {
+    saved: SavedState,
+}
+
+impl Operation for CheckpointedSquare {
+    fn name(&self) -> &'static str {
+        "checkpointed_square"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let x = self.saved.with(self.name(), |s| s.inputs[0].0.clone())?;
+        let _on = GradModeGuard::set(true);
+        let replay = x.detach().contiguous()?;
+        let y = mul(&replay, &replay)?;
+        let dx = grad(&y, &[&replay], g, GradOptions::default())?;
+        Ok(vec![Some(x.gradient_like(dx[0].clone().expect("reached"))?)])
+    }
+}
+
+fn checkpointed_square(x: &Tensor) -> Result<Tensor> {
+    let out = {
+        let _off = autograd_core::no_grad();
+        mul(x, x)?
+    };
+    Ok(record(out, &[x], Vec::new(), |saved| CheckpointedSquare { saved }))
+}
+
+#[test]
+fn a_vjp_may_run_a_nested_grad_without_disturbing_the_outer_traversal() {
+    // loss = sum(sq(x) * 3 + x * x): d/dx = 6x + 2x = 8x
+    let x = t(&[1.0, -2.0, 0.5], &[3]);
+    let a = mul_scalar(&checkpointed_square(&x).unwrap(), 3.0).unwrap();
+    let loss = sum(&add(&a, &mul(&x, &x).unwrap()).unwrap()).unwrap();
+    loss.backward().unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![8.0, -16.0, 4.0]));
+    // the nested traversal used its own staging: the replayed tensor is gone, x.grad was
+    // written once by the outer commit
+    let dx = grad(
+        &mul(&x, &x).unwrap(),
+        &[&x],
+        &t(&[1.0, 1.0, 1.0], &[3]),
+        GradOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(vals(dx[0].as_ref().unwrap()), vec![2.0, -4.0, 1.0]);
+}
