@@ -242,16 +242,15 @@ impl Layout {
             .map(|&(a, b)| self.leaves[a..b].iter().map(|l| l.extent).product())
             .collect()
     }
-    /// The leaves of top-level mode `i`.
+    /// The leaves of top-level mode `i` (empty when `i` is out of range).
     pub fn mode_leaves(&self, i: usize) -> &[Leaf] {
-        let (a, b) = self.modes[i];
-        &self.leaves[a..b]
+        self.modes.get(i).map_or(&[], |&(a, b)| &self.leaves[a..b])
     }
-    /// Whether top-level mode `i` is a single leaf.
+    /// Whether top-level mode `i` exists and is a single leaf.
     pub fn mode_is_leaf(&self, i: usize) -> bool {
         match &self.shape.0 {
-            IntTuple::Int(_) => true,
-            IntTuple::Tuple(v) => matches!(v[i], IntTuple::Int(_)),
+            IntTuple::Int(_) => i == 0,
+            IntTuple::Tuple(v) => matches!(v.get(i), Some(IntTuple::Int(_))),
         }
     }
     /// Whether every top-level mode is a leaf.
