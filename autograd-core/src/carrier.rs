@@ -88,10 +88,9 @@ impl dyn Carrier {
 pub struct CpuCarrier {
     id: CarrierId,
     version: AtomicU64,
-    // Length and dtype never change after construction; kept outside the lock so reading them
-    // costs nothing.
+    // The length never changes after construction; kept outside the lock so reading it costs
+    // nothing.
     len: usize,
-    dtype: DType,
     data: RwLock<Buffer>,
 }
 
@@ -116,7 +115,6 @@ impl CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
             len: data.len(),
-            dtype: data.dtype(),
             data: RwLock::new(data),
         }
     }
@@ -192,7 +190,7 @@ impl Carrier for CpuCarrier {
         self.len
     }
     fn dtype(&self) -> DType {
-        self.dtype.clone()
+        self.lock_read().dtype()
     }
     fn class_name(&self) -> &'static str {
         "CpuCarrier"

@@ -16,7 +16,7 @@ pub type Node = Arc<dyn Operation>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionSnapshot {
     first: (CarrierId, u64),
-    rest: Vec<(CarrierId, u64)>,
+    rest: Box<[(CarrierId, u64)]>,
 }
 
 impl VersionSnapshot {
@@ -25,7 +25,7 @@ impl VersionSnapshot {
         if let Ok(c) = t.carrier() {
             return VersionSnapshot {
                 first: (c.id(), c.version()),
-                rest: Vec::new(),
+                rest: Box::new([]),
             };
         }
         let mut entries = t.carriers().into_iter().map(|c| (c.id(), c.version()));
@@ -69,9 +69,9 @@ impl VersionSnapshot {
 #[derive(Debug)]
 pub struct Saved {
     /// Saved positional tensor inputs with their version snapshots, in argument order.
-    pub inputs: Vec<(Tensor, VersionSnapshot)>,
+    pub inputs: Box<[(Tensor, VersionSnapshot)]>,
     /// Residual tensors kept for backward.
-    pub context: Vec<Tensor>,
+    pub context: Box<[Tensor]>,
 }
 
 /// The releasable state of a node plus where it was recorded.
@@ -105,7 +105,10 @@ impl SavedState {
             .map(|t| ((*t).clone(), VersionSnapshot::of(t)))
             .collect();
         SavedState {
-            saved: Mutex::new(Some(Saved { inputs, context })),
+            saved: Mutex::new(Some(Saved {
+                inputs,
+                context: context.into_boxed_slice(),
+            })),
             location,
         }
     }
@@ -141,7 +144,7 @@ impl SavedState {
     pub fn context(&self) -> Vec<Tensor> {
         self.lock()
             .as_ref()
-            .map(|s| s.context.clone())
+            .map(|s| s.context.to_vec())
             .unwrap_or_default()
     }
 

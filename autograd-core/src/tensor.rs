@@ -35,7 +35,7 @@ pub(crate) enum Parts {
         offset: usize,
     },
     /// Pieces along the first top-level mode, in order.
-    Many(Vec<Subtensor>),
+    Many(Box<[Subtensor]>),
 }
 
 /// One piece of a tensor's authoritative representation: a carrier, a layout and an offset.
@@ -272,7 +272,7 @@ impl Tensor {
         Ok(Tensor::from_inner(
             first.dtype().clone(),
             Arc::new(layout),
-            Parts::Many(subs),
+            Parts::Many(subs.into_boxed_slice()),
         ))
     }
 
@@ -317,7 +317,7 @@ impl Tensor {
                     offset: *offset,
                 }]
             }
-            Parts::Many(v) => v.clone(),
+            Parts::Many(v) => v.to_vec(),
         }
     }
     /// The one subtensor, or `Error::NotImplemented` for a multi-subtensor tensor.
@@ -652,3 +652,14 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tensor>();
 };
+#[cfg(test)]
+mod tests {
+    /// W3 keeps a million of these alive; growing them is a memory regression.
+    #[test]
+    fn graph_records_stay_small() {
+        assert!(std::mem::size_of::<super::TensorInner>() <= 88);
+        assert!(std::mem::size_of::<crate::CpuCarrier>() <= 72);
+        assert!(std::mem::size_of::<crate::SavedState>() <= 48);
+        assert!(std::mem::size_of::<(super::Tensor, crate::VersionSnapshot)>() <= 40);
+    }
+}
