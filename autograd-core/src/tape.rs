@@ -1,1 +1,0 @@
-//! The Wengert tape (see the tape issue): placeholder until it lands.
