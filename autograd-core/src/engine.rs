@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
-use crate::op::{describe_input, describe_node, Node};
+use crate::op::{describe_input, describe_node, Node, VersionSnapshot};
+
+type SavedInputs = Arc<[(Tensor, VersionSnapshot)]>;
 use crate::tensor::Tensor;
 
 fn node_key(node: &Node) -> usize {
@@ -76,7 +78,7 @@ impl Plan {
             let node = steps[i].node.clone();
             let first = producers.len();
             node.saved().with(node.name(), |s| {
-                for (t, _) in &s.inputs {
+                for (t, _) in s.inputs.iter() {
                     let Some(child) = t.autograd_ctx() else {
                         producers.push(NO_PRODUCER);
                         continue;
@@ -274,7 +276,7 @@ pub(crate) fn propagate(
             );
         }
         let producers = plan.producers_of(step);
-        for (j, (gi, input)) in grads.into_iter().zip(&inputs).enumerate() {
+        for (j, (gi, (input, _))) in grads.into_iter().zip(inputs.iter()).enumerate() {
             let Some(gi) = gi else { continue };
             if !input.is_differentiable() {
                 continue;
@@ -315,14 +317,14 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 }
 
 /// The node's saved inputs, after checking that none was modified since the forward pass.
-fn checked_inputs(node: &dyn crate::op::Operation) -> Result<Vec<Tensor>> {
+fn checked_inputs(node: &dyn crate::op::Operation) -> Result<SavedInputs> {
     let checked = node.saved().with(node.name(), |s| {
         for (i, (t, snap)) in s.inputs.iter().enumerate() {
             if let Some(change) = snap.first_change(t) {
                 return Err((i, change));
             }
         }
-        Ok(s.inputs.iter().map(|(t, _)| t.clone()).collect())
+        Ok(s.inputs.clone())
     })?;
     match checked {
         Ok(inputs) => Ok(inputs),

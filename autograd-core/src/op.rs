@@ -69,7 +69,9 @@ impl VersionSnapshot {
 #[derive(Debug)]
 pub struct Saved {
     /// Saved positional tensor inputs with their version snapshots, in argument order.
-    pub inputs: Box<[(Tensor, VersionSnapshot)]>,
+    ///
+    /// Shared so a traversal can hold them while the node's backward runs without copying.
+    pub inputs: Arc<[(Tensor, VersionSnapshot)]>,
     /// Residual tensors kept for backward.
     pub context: Box<[Tensor]>,
 }
