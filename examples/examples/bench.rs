@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use autograd_core::{shape, Result, Tensor};
 use autograd_ops::{add, mul_scalar, sum};
 
-const ALL: &[&str] = &["W1", "W1s", "W3"];
+const ALL: &[&str] = &["W1", "W1s", "W3", "T1"];
 
 struct Args {
     quick: bool,
@@ -169,6 +169,22 @@ fn w3(quick: bool, child: bool) -> Result<()> {
     Ok(())
 }
 
+/// T1: the W1s chain on the scalar tape front-end, recording and sweep.
+fn t1(quick: bool) -> Result<()> {
+    let steps = if quick { 2_000 } else { 20_000 };
+    let times = measure(if quick { 3 } else { 15 }, || {
+        std::hint::black_box(autograd_core::tape::bench_t1(steps));
+        Ok(())
+    })?;
+    let ns = times[times.len() / 2].as_secs_f64() * 1e9 / (2 * steps + 1) as f64;
+    report(
+        "T1",
+        &times,
+        &format!(",\"steps\":{steps},\"ns_per_op\":{ns:.1}"),
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = parse_args();
     for w in &args.workloads {
@@ -176,6 +192,7 @@ fn main() -> Result<()> {
             "W1" => w1("W1", 16, args.quick)?,
             "W1s" => w1("W1s", 1, args.quick)?,
             "W3" => w3(args.quick, args.child)?,
+            "T1" => t1(args.quick)?,
             other => eprintln!("unknown workload {other}; known: {ALL:?}"),
         }
     }

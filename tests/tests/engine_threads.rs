@@ -59,7 +59,9 @@ impl Operation for CheckpointedSquare {
         let replay = x.detach().contiguous()?;
         let y = mul(&replay, &replay)?;
         let dx = grad(&y, &[&replay], g, GradOptions::default())?;
-        Ok(vec![Some(x.gradient_like(dx[0].clone().expect("reached"))?)])
+        Ok(vec![Some(
+            x.gradient_like(dx[0].clone().expect("reached"))?,
+        )])
     }
 }
 
@@ -68,7 +70,9 @@ fn checkpointed_square(x: &Tensor) -> Result<Tensor> {
         let _off = autograd_core::no_grad();
         mul(x, x)?
     };
-    Ok(record(out, &[x], Vec::new(), |saved| CheckpointedSquare { saved }))
+    Ok(record(out, &[x], Vec::new(), |saved| CheckpointedSquare {
+        saved,
+    }))
 }
 
 #[test]
