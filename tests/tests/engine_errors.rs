@@ -1,0 +1,35 @@
+//! Errors raised for a node name the operation and where its forward call was made.
+
+use autograd_core::ErrorKind;
+use autograd_ops::{mul, sum};
+use autograd_tests::t;
+
+#[test]
+fn an_in_place_modification_error_names_the_op_the_input_and_the_forward_call_site() {
+    let a = t(&[1.0, 2.0], &[2]);
+    let b = t(&[3.0, 4.0], &[2]);
+    let line = line!() + 1;
+    let c = mul(&a, &b).unwrap();
+    let loss = sum(&c).unwrap();
+    b.set(&[0], 5.0f32).unwrap();
+    let err = loss.backward().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Runtime);
+    let msg = err.message();
+    assert!(msg.contains("in-place modification of input 1 of mul"), "{msg}");
+    assert!(msg.contains(&format!("engine_errors.rs:{line}:")), "{msg}");
+    assert!(a.grad().unwrap().is_none() && b.grad().unwrap().is_none());
+}
+
+#[test]
+fn a_released_graph_error_names_the_op_and_retain_graph() {
+    let a = t(&[1.0, 2.0], &[2]);
+    let line = line!() + 1;
+    let loss = sum(&a).unwrap();
+    loss.backward().unwrap();
+    let err = loss.backward().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Runtime);
+    let msg = err.message();
+    assert!(msg.contains("retain_graph=True"), "{msg}");
+    assert!(msg.contains("sum"), "{msg}");
+    assert!(msg.contains(&format!("engine_errors.rs:{line}:")), "{msg}");
+}
