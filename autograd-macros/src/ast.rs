@@ -1,0 +1,422 @@
+//! The typed model of one `#[differentiable]` function. It borrows from the parsed item and
+//! keeps the `original` syntax of every part, so later steps can point at the exact span.
+//!
+//! Parsing classifies, it does not judge: every rule lives in `valid.rs`.
+
+use syn::visit::Visit;
+use syn::{
+    Attribute, FnArg, GenericArgument, Ident, Item, ItemFn, Local, Pat, PatType, PathArguments,
+    Receiver, ReturnType, Stmt, Type, TypeArray, TypeTuple,
+};
+
+/// The name of the nested function that holds the VJP.
+pub(crate) const VJP: &str = "vjp";
+/// The attribute marking a `let` of the forward body as a residual kept for the VJP.
+pub(crate) const RESIDUAL: &str = "residual";
+/// The name under which the VJP reads the forward output.
+pub(crate) const OUTPUT: &str = "output";
+/// The parameter name that is never saved (execution options).
+pub(crate) const OPTIONS: &str = "options";
+
+/// One annotated forward function with its nested VJP.
+pub(crate) struct Function<'a> {
+    pub(crate) original: &'a ItemFn,
+    /// `self` receivers (always a mistake).
+    pub(crate) receivers: Vec<&'a Receiver>,
+    /// The typed parameters, classified.
+    pub(crate) params: Vec<Param<'a>>,
+    /// The forward body, statement by statement.
+    pub(crate) body: Vec<BodyStmt<'a>>,
+    /// Every nested `fn vjp` at the top level of the body (valid: exactly one).
+    pub(crate) vjps: Vec<Vjp<'a>>,
+    /// `#[residual] let` statements at the top level of the body, in order.
+    pub(crate) residuals: Vec<Residual<'a>>,
+    /// `#[residual]` attributes anywhere else (always a mistake).
+    pub(crate) stray_residuals: Vec<&'a Attribute>,
+}
+
+/// A statement of the forward body and what expansion does with it.
+pub(crate) enum BodyStmt<'a> {
+    /// Stays in the forward body.
+    Keep(&'a Stmt),
+    /// An item (`use`, helper `fn`, `const`, ...): moved next to the forward body and the VJP
+    /// so both can use it.
+    Hoist(&'a Item),
+    /// The nested VJP: removed from the forward body.
+    Vjp,
+    /// A residual (index into `Function::residuals`): stays, and its value is kept.
+    Residual(usize),
+}
+
+/// A typed parameter of the forward function.
+pub(crate) struct Param<'a> {
+    pub(crate) original: &'a PatType,
+    /// The bound name, when the pattern is a plain (possibly `mut`) identifier.
+    pub(crate) ident: Option<&'a Ident>,
+    pub(crate) ty: &'a Type,
+    pub(crate) input: Input,
+}
+
+/// How a forward parameter takes part in differentiation (PyO3's `FnArg`, for tensors).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// `&Tensor` (`by_ref`) or `Tensor`: one saved input.
+    Tensor { by_ref: bool },
+    /// `&[Tensor]` or `&[&Tensor]` (`elem_ref`): a variable number of saved inputs.
+    TensorSlice { elem_ref: bool },
+    /// Any other type: captured by value for the VJP when the VJP names it.
+    Captured,
+    /// A parameter named `options`: never saved.
+    Options,
+    /// A type that holds tensors in a way the macro cannot save (`Vec<Tensor>`, `&mut Tensor`, ...).
+    Unsupported,
+}
+
+/// The nested `fn vjp`.
+pub(crate) struct Vjp<'a> {
+    pub(crate) original: &'a ItemFn,
+    /// The first parameter: the cotangent of the output.
+    pub(crate) cotangent: Option<&'a FnArg>,
+    /// The other parameters, each naming a forward parameter, `output` or a residual.
+    pub(crate) params: Vec<VjpParam<'a>>,
+    /// The gradients as written in the return type.
+    pub(crate) grads: Grads<'a>,
+    /// Whether the return type is `Result<G>` rather than plain `G`.
+    pub(crate) fallible: bool,
+}
+
+/// A parameter of the VJP after the cotangent.
+pub(crate) struct VjpParam<'a> {
+    pub(crate) original: &'a FnArg,
+    /// The name, when the parameter is typed and its pattern is a plain identifier.
+    pub(crate) ident: Option<&'a Ident>,
+    /// The declared type (`None` for a receiver).
+    pub(crate) ty: Option<&'a Type>,
+}
+
+/// The gradient part `G` of the VJP's return type `Result<G>` or `G`.
+pub(crate) enum Grads<'a> {
+    /// `(Option<Tensor>, Vec<Option<Tensor>>, ...)`.
+    Tuple(&'a TypeTuple),
+    /// `[Option<Tensor>; N]`; `len` is `N` when it is an integer literal.
+    Array(&'a TypeArray, Option<usize>),
+    /// A single gradient (`Option<Tensor>`, or `Vec<Option<Tensor>>` for one slice).
+    Single(&'a Type),
+    /// The return type is omitted.
+    Missing,
+}
+
+impl<'a> Grads<'a> {
+    /// The written gradient types, one per entry of the result, when they can be counted.
+    pub(crate) fn elements(&self) -> Option<Vec<&'a Type>> {
+        match *self {
+            Grads::Tuple(t) => Some(t.elems.iter().collect()),
+            Grads::Array(a, Some(n)) => Some(vec![&*a.elem; n]),
+            Grads::Single(t) => Some(vec![t]),
+            Grads::Array(_, None) | Grads::Missing => None,
+        }
+    }
+}
+
+/// A `#[residual] let` of the forward body.
+pub(crate) struct Residual<'a> {
+    pub(crate) original: &'a Local,
+    pub(crate) attr: &'a Attribute,
+    /// The bound name, when the pattern is a plain identifier.
+    pub(crate) ident: Option<&'a Ident>,
+    /// The annotated type; `None` means `Tensor`.
+    pub(crate) ty: Option<&'a Type>,
+}
+
+impl Residual<'_> {
+    /// Tensor residuals are kept in the node's context and version-checked; others are owned
+    /// values of the node.
+    pub(crate) fn is_tensor(&self) -> bool {
+        self.ty.is_none_or(is_tensor)
+    }
+}
+
+impl<'a> Function<'a> {
+    pub(crate) fn from_syn(original: &'a ItemFn) -> Function<'a> {
+        let mut receivers = Vec::new();
+        let mut params = Vec::new();
+        for arg in &original.sig.inputs {
+            match arg {
+                FnArg::Receiver(r) => receivers.push(r),
+                FnArg::Typed(p) => params.push(Param::from_syn(p)),
+            }
+        }
+        let mut body = Vec::new();
+        let mut vjps = Vec::new();
+        let mut residuals = Vec::new();
+        let mut strays = StrayResiduals::default();
+        for stmt in &original.block.stmts {
+            match stmt {
+                Stmt::Item(Item::Fn(f)) if f.sig.ident == VJP => {
+                    strays.visit_item_fn(f);
+                    body.push(BodyStmt::Vjp);
+                    vjps.push(Vjp::from_syn(f));
+                }
+                Stmt::Item(item) => {
+                    strays.visit_item(item);
+                    body.push(BodyStmt::Hoist(item));
+                }
+                Stmt::Local(local) => {
+                    if let Some(attr) = local.attrs.iter().find(|a| is_residual(a)) {
+                        strays.visit_local_inner(local, attr);
+                        body.push(BodyStmt::Residual(residuals.len()));
+                        residuals.push(Residual::from_syn(local, attr));
+                    } else {
+                        strays.visit_stmt(stmt);
+                        body.push(BodyStmt::Keep(stmt));
+                    }
+                }
+                _ => {
+                    strays.visit_stmt(stmt);
+                    body.push(BodyStmt::Keep(stmt));
+                }
+            }
+        }
+        Function {
+            original,
+            receivers,
+            params,
+            body,
+            vjps,
+            residuals,
+            stray_residuals: strays.found,
+        }
+    }
+
+    /// The name of the operation (the function's name).
+    pub(crate) fn name(&self) -> String {
+        self.original.sig.ident.to_string()
+    }
+
+    /// The parameters that are saved inputs, in order, with their gradient index.
+    pub(crate) fn tensor_inputs(&self) -> impl Iterator<Item = &Param<'a>> {
+        self.params.iter().filter(|p| p.is_tensor_input())
+    }
+
+    /// The parameter bound to `name`.
+    pub(crate) fn param_named(&self, name: &Ident) -> Option<&Param<'a>> {
+        self.params.iter().find(|p| p.ident == Some(name))
+    }
+
+    /// The residual bound to `name`.
+    pub(crate) fn residual_named(&self, name: &Ident) -> Option<&Residual<'a>> {
+        self.residuals.iter().find(|r| r.ident == Some(name))
+    }
+
+    /// The single VJP, once validation made sure there is exactly one.
+    pub(crate) fn vjp(&self) -> &Vjp<'a> {
+        &self.vjps[0]
+    }
+}
+
+impl<'a> Param<'a> {
+    fn from_syn(original: &'a PatType) -> Param<'a> {
+        let ident = plain_ident(&original.pat);
+        let ty = &*original.ty;
+        let input = if ident.is_some_and(|i| i == OPTIONS) {
+            Input::Options
+        } else {
+            classify(ty)
+        };
+        Param {
+            original,
+            ident,
+            ty,
+            input,
+        }
+    }
+
+    pub(crate) fn is_tensor_input(&self) -> bool {
+        matches!(self.input, Input::Tensor { .. } | Input::TensorSlice { .. })
+    }
+}
+
+impl<'a> Vjp<'a> {
+    fn from_syn(original: &'a ItemFn) -> Vjp<'a> {
+        let mut args = original.sig.inputs.iter();
+        let cotangent = args.next();
+        let params = args
+            .map(|arg| match arg {
+                FnArg::Typed(p) => VjpParam {
+                    original: arg,
+                    ident: plain_ident(&p.pat),
+                    ty: Some(&*p.ty),
+                },
+                FnArg::Receiver(_) => VjpParam {
+                    original: arg,
+                    ident: None,
+                    ty: None,
+                },
+            })
+            .collect();
+        let (grads, fallible) = match &original.sig.output {
+            ReturnType::Default => (Grads::Missing, false),
+            ReturnType::Type(_, ty) => {
+                let (g, fallible) = match result_ok_type(ty) {
+                    Some(g) => (g, true),
+                    None => (&**ty, false),
+                };
+                let grads = match g {
+                    Type::Tuple(t) => Grads::Tuple(t),
+                    Type::Array(a) => Grads::Array(a, array_len(a)),
+                    other => Grads::Single(other),
+                };
+                (grads, fallible)
+            }
+        };
+        Vjp {
+            original,
+            cotangent,
+            params,
+            grads,
+            fallible,
+        }
+    }
+}
+
+impl<'a> Residual<'a> {
+    fn from_syn(original: &'a Local, attr: &'a Attribute) -> Residual<'a> {
+        let (pat, ty) = match &original.pat {
+            Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            other => (other, None),
+        };
+        Residual {
+            original,
+            attr,
+            ident: plain_ident(pat),
+            ty,
+        }
+    }
+}
+
+/// `x` or `mut x`, without `ref` or a subpattern.
+fn plain_ident(pat: &Pat) -> Option<&Ident> {
+    match pat {
+        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => Some(&p.ident),
+        _ => None,
+    }
+}
+
+pub(crate) fn is_residual(attr: &Attribute) -> bool {
+    attr.path().is_ident(RESIDUAL)
+}
+
+/// Finds `#[residual]` where it has no meaning: anywhere but on a top-level `let`.
+#[derive(Default)]
+struct StrayResiduals<'a> {
+    found: Vec<&'a Attribute>,
+}
+
+impl<'a> StrayResiduals<'a> {
+    /// Visits a top-level residual `let`, whose own marker is expected.
+    fn visit_local_inner(&mut self, local: &'a Local, marker: &'a Attribute) {
+        for attr in &local.attrs {
+            if !std::ptr::eq(attr, marker) {
+                self.visit_attribute(attr);
+            }
+        }
+        self.visit_pat(&local.pat);
+        if let Some(init) = &local.init {
+            self.visit_local_init(init);
+        }
+    }
+}
+
+impl<'a> Visit<'a> for StrayResiduals<'a> {
+    fn visit_attribute(&mut self, attr: &'a Attribute) {
+        if is_residual(attr) {
+            self.found.push(attr);
+        }
+    }
+}
+
+/// Whether `ty` is written as a tensor: a path whose last segment is `Tensor`.
+pub(crate) fn is_tensor(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Tensor" && s.arguments.is_none()),
+        Type::Group(g) => is_tensor(&g.elem),
+        Type::Paren(p) => is_tensor(&p.elem),
+        _ => false,
+    }
+}
+
+/// `&Tensor` (not `&mut`).
+pub(crate) fn is_tensor_ref(ty: &Type) -> bool {
+    matches!(ty, Type::Reference(r) if r.mutability.is_none() && is_tensor(&r.elem))
+}
+
+fn classify(ty: &Type) -> Input {
+    match ty {
+        Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
+            elem if is_tensor(elem) => Input::Tensor { by_ref: true },
+            Type::Slice(s) if is_tensor(&s.elem) => Input::TensorSlice { elem_ref: false },
+            Type::Slice(s) if is_tensor_ref(&s.elem) => Input::TensorSlice { elem_ref: true },
+            _ if mentions_tensor(ty) => Input::Unsupported,
+            _ => Input::Captured,
+        },
+        _ if is_tensor(ty) => Input::Tensor { by_ref: false },
+        _ if mentions_tensor(ty) => Input::Unsupported,
+        _ => Input::Captured,
+    }
+}
+
+/// Whether any path in `ty` ends in `Tensor` (a type that holds tensors).
+fn mentions_tensor(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl Visit<'_> for Finder {
+        fn visit_path_segment(&mut self, s: &syn::PathSegment) {
+            if s.ident == "Tensor" {
+                self.0 = true;
+            }
+            syn::visit::visit_path_segment(self, s);
+        }
+    }
+    let mut f = Finder(false);
+    f.visit_type(ty);
+    f.0
+}
+
+/// `T` of a type written `Result<T>` or `Result<T, E>` (any path ending in `Result`).
+pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        GenericArgument::Type(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// The last path segment's name of `ty` (`Option` of `Option<Tensor>`).
+pub(crate) fn outer_name(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| s.ident.to_string()),
+        Type::Group(g) => outer_name(&g.elem),
+        Type::Paren(p) => outer_name(&p.elem),
+        _ => None,
+    }
+}
+
+fn array_len(a: &TypeArray) -> Option<usize> {
+    match &a.len {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(n),
+            ..
+        }) => n.base10_parse().ok(),
+        _ => None,
+    }
+}

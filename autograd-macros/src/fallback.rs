@@ -1,0 +1,47 @@
+//! What a failed expansion emits: the errors, then the user's function unchanged (only the
+//! `#[residual]` markers, which mean nothing to rustc, are dropped), so one mistake does not
+//! cascade into "cannot find function" errors at every call site.
+
+use proc_macro2::{Group, TokenStream, TokenTree};
+
+use crate::ast::RESIDUAL;
+
+pub(crate) fn expand(input: TokenStream, error: &syn::Error) -> TokenStream {
+    let mut out = error.to_compile_error();
+    out.extend(strip_residual_markers(input));
+    out
+}
+
+/// `input` without any `#[residual]` / `#[residual(...)]` attribute, at any depth.
+fn strip_residual_markers(input: TokenStream) -> TokenStream {
+    let tokens: Vec<TokenTree> = input.into_iter().collect();
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        if let (TokenTree::Punct(p), Some(TokenTree::Group(g))) = (&tokens[i], tokens.get(i + 1)) {
+            if p.as_char() == '#' && is_residual_marker(g) {
+                i += 2;
+                continue;
+            }
+        }
+        out.push(match &tokens[i] {
+            TokenTree::Group(g) => {
+                let mut inner = Group::new(g.delimiter(), strip_residual_markers(g.stream()));
+                inner.set_span(g.span());
+                TokenTree::Group(inner)
+            }
+            other => other.clone(),
+        });
+        i += 1;
+    }
+    out.into_iter().collect()
+}
+
+fn is_residual_marker(g: &Group) -> bool {
+    if g.delimiter() != proc_macro2::Delimiter::Bracket {
+        return false;
+    }
+    let mut inner = g.stream().into_iter();
+    matches!(inner.next(), Some(TokenTree::Ident(i)) if i == RESIDUAL)
+        && inner.all(|t| matches!(t, TokenTree::Group(_)))
+}

@@ -1,0 +1,342 @@
+//! Every rule a `#[differentiable]` function must follow, including the ones that relate its
+//! parts to each other (the VJP's parameters to the forward's, the gradient count to the tensor
+//! inputs). This file is the one place such cross-cutting checks live; each mistake is reported
+//! with the span of the syntax that has to change.
+
+use std::collections::HashSet;
+
+use quote::ToTokens;
+use syn::{FnArg, Meta, ReturnType, Type};
+
+use crate::ast::{
+    is_tensor, is_tensor_ref, outer_name, result_ok_type, Function, Grads, Input, Vjp, OUTPUT,
+};
+use crate::ctxt::Ctxt;
+
+const FORWARD_RETURN: &str = "a #[differentiable] function returns its output tensor: declare `-> Result<Tensor>` (or `-> Tensor`)";
+
+pub(crate) fn check(cx: &Ctxt, f: &Function) {
+    check_signature(cx, f);
+    check_params(cx, f);
+    check_forward_output(cx, f);
+    check_residuals(cx, f);
+    match f.vjps.as_slice() {
+        [] => cx.error_spanned_by(
+            &f.original.sig.ident,
+            format_args!(
+                "`{}` has no vjp: add a nested `fn vjp(g: &Tensor, ...) -> Result<...>` to its body that returns one gradient per tensor input",
+                f.name()
+            ),
+        ),
+        [vjp] => check_vjp(cx, f, vjp),
+        [first, rest @ ..] => {
+            check_vjp(cx, f, first);
+            for extra in rest {
+                cx.error_spanned_by(
+                    &extra.original.sig.ident,
+                    format_args!(
+                        "`{}` has more than one vjp; keep exactly one nested `fn vjp`",
+                        f.name()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_signature(cx: &Ctxt, f: &Function) {
+    let sig = &f.original.sig;
+    if let Some(t) = &sig.constness {
+        cx.error_spanned_by(t, "a #[differentiable] function cannot be `const`: it records an autograd node at run time");
+    }
+    if let Some(t) = &sig.asyncness {
+        cx.error_spanned_by(
+            t,
+            "a #[differentiable] function cannot be `async`: compute the tensor synchronously",
+        );
+    }
+    if let Some(t) = &sig.unsafety {
+        cx.error_spanned_by(t, "a #[differentiable] function cannot be `unsafe`; use an `unsafe` block inside the body");
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, "a #[differentiable] function cannot declare an ABI");
+    }
+    if let Some(v) = &sig.variadic {
+        cx.error_spanned_by(v, "a #[differentiable] function cannot be variadic");
+    }
+    for r in &f.receivers {
+        cx.error_spanned_by(
+            r,
+            "a #[differentiable] function cannot take `self`: make it a free function and pass tensors as parameters",
+        );
+    }
+}
+
+fn check_params(cx: &Ctxt, f: &Function) {
+    for p in &f.params {
+        match p.ident {
+            None => cx.error_spanned_by(
+                &p.original.pat,
+                "a parameter of a #[differentiable] function must be a plain name, so it can be saved and passed to the vjp; destructure it inside the body",
+            ),
+            Some(name) if name == OUTPUT => cx.error_spanned_by(
+                name,
+                "a parameter of a #[differentiable] function cannot be named `output`: the vjp reads the forward output under that name",
+            ),
+            Some(_) => {}
+        }
+        if p.input == Input::Unsupported {
+            cx.error_spanned_by(
+                p.ty,
+                "this parameter holds tensors the macro cannot save: take each tensor as `&Tensor` or `Tensor`, or a variable number as `&[Tensor]` or `&[&Tensor]`",
+            );
+        }
+    }
+    if f.tensor_inputs().next().is_none() && f.receivers.is_empty() {
+        cx.error_spanned_by(
+            &f.original.sig.ident,
+            format_args!(
+                "`{}` has no tensor parameter to differentiate: take at least one `&Tensor`, `Tensor` or `&[Tensor]`",
+                f.name()
+            ),
+        );
+    }
+}
+
+fn check_forward_output(cx: &Ctxt, f: &Function) {
+    match &f.original.sig.output {
+        ReturnType::Default => cx.error_spanned_by(&f.original.sig.ident, FORWARD_RETURN),
+        ReturnType::Type(_, ty) => {
+            let ok = is_tensor(ty) || result_ok_type(ty).is_some_and(is_tensor);
+            if !ok {
+                cx.error_spanned_by(ty, FORWARD_RETURN);
+            }
+        }
+    }
+}
+
+fn check_residuals(cx: &Ctxt, f: &Function) {
+    for attr in &f.stray_residuals {
+        cx.error_spanned_by(
+            attr,
+            "#[residual] marks a `let` at the top level of the forward body; move it there",
+        );
+    }
+    let mut seen = HashSet::new();
+    for r in &f.residuals {
+        if !matches!(r.attr.meta, Meta::Path(_)) {
+            cx.error_spanned_by(&r.attr.meta, "#[residual] takes no arguments");
+        }
+        if r.original.init.is_none() {
+            cx.error_spanned_by(
+                r.original,
+                "a #[residual] `let` needs a value: `let name = ...;`",
+            );
+        }
+        if r.original
+            .init
+            .as_ref()
+            .is_some_and(|i| i.diverge.is_some())
+        {
+            cx.error_spanned_by(r.original, "a #[residual] cannot be a `let ... else`");
+        }
+        let Some(name) = r.ident else {
+            cx.error_spanned_by(
+                &r.original.pat,
+                "a #[residual] binds one plain name (optionally with a type: `let mean: Tensor = ...`)",
+            );
+            continue;
+        };
+        if name == OUTPUT || f.param_named(name).is_some() {
+            cx.error_spanned_by(
+                name,
+                format_args!("residual `{name}` has the name of a parameter or of `output`; rename it so the vjp can tell them apart"),
+            );
+        } else if !seen.insert(name.to_string()) {
+            cx.error_spanned_by(name, format_args!("residual `{name}` is declared twice"));
+        }
+    }
+}
+
+fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp) {
+    let sig = &vjp.original.sig;
+    if let Some(t) = &sig.constness {
+        cx.error_spanned_by(t, "the vjp cannot be `const`");
+    }
+    if let Some(t) = &sig.asyncness {
+        cx.error_spanned_by(t, "the vjp cannot be `async`");
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            &sig.generics,
+            "the vjp cannot declare generics; it can use the forward function's",
+        );
+    }
+    check_cotangent(cx, vjp);
+    check_vjp_params(cx, f, vjp);
+    check_grads(cx, f, vjp);
+}
+
+fn check_cotangent(cx: &Ctxt, vjp: &Vjp) {
+    const COTANGENT: &str =
+        "the vjp's first parameter is the cotangent of the output and must be `&Tensor`";
+    match vjp.cotangent {
+        None => cx.error_spanned_by(
+            &vjp.original.sig.ident,
+            "the vjp takes the cotangent of the output as its first parameter: `fn vjp(g: &Tensor, ...)`",
+        ),
+        Some(FnArg::Receiver(r)) => cx.error_spanned_by(r, COTANGENT),
+        Some(FnArg::Typed(p)) => {
+            if !is_tensor_ref(&p.ty) {
+                cx.error_spanned_by(&p.ty, COTANGENT);
+            }
+        }
+    }
+}
+
+fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
+    let mut seen = HashSet::new();
+    for p in &vjp.params {
+        let Some(name) = p.ident else {
+            let what = match p.original {
+                FnArg::Receiver(_) => "the vjp cannot take `self`",
+                FnArg::Typed(_) => "a vjp parameter must be a plain name: the name of a forward parameter, `output`, or a residual",
+            };
+            cx.error_spanned_by(p.original, what);
+            continue;
+        };
+        if !seen.insert(name.to_string()) {
+            continue; // rustc reports the duplicate binding itself
+        }
+        let known =
+            name == OUTPUT || f.residual_named(name).is_some() || f.param_named(name).is_some();
+        if !known {
+            cx.error_spanned_by(
+                name,
+                format_args!(
+                    "`{name}` is not a parameter of `{}`; the vjp can take the forward parameters ({}), `output`, and #[residual] values ({})",
+                    f.name(),
+                    list(f.params.iter().filter_map(|p| p.ident)),
+                    list(f.residuals.iter().filter_map(|r| r.ident)),
+                ),
+            );
+            continue;
+        }
+        if let Some(param) = f.param_named(name) {
+            if matches!(param.input, Input::Captured | Input::Options) {
+                check_captured(cx, param.ty);
+            }
+        }
+    }
+}
+
+/// A captured parameter is stored in the node, so its type must describe an owned value.
+fn check_captured(cx: &Ctxt, ty: &Type) {
+    match ty {
+        Type::ImplTrait(_) => cx.error_spanned_by(
+            ty,
+            "the vjp reads this parameter, so the node stores it, which needs a named type: replace `impl Trait` by a generic parameter",
+        ),
+        Type::Reference(r) if r.mutability.is_some() => cx.error_spanned_by(
+            ty,
+            "the vjp reads this parameter, so the node stores a copy of it, which a `&mut` parameter cannot give; take it by value or as `&T`",
+        ),
+        _ => {}
+    }
+}
+
+fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
+    let inputs: Vec<_> = f.tensor_inputs().collect();
+    let names = list(inputs.iter().filter_map(|p| p.ident));
+    let expected = inputs.len();
+    let return_span: &dyn ToTokens = match &vjp.original.sig.output {
+        ReturnType::Type(_, ty) => ty,
+        ReturnType::Default => &vjp.original.sig.ident,
+    };
+    let elements = match &vjp.grads {
+        Grads::Missing => {
+            cx.error_spanned_by(
+                return_span,
+                format_args!(
+                    "the vjp returns one gradient per tensor input of `{}` ({names}): declare `-> Result<{}>`",
+                    f.name(),
+                    example(&inputs.iter().map(|p| p.input).collect::<Vec<_>>()),
+                ),
+            );
+            return;
+        }
+        Grads::Array(a, None) => {
+            cx.error_spanned_by(
+                &a.len,
+                format_args!("write the number of gradients as an integer literal: {expected}"),
+            );
+            return;
+        }
+        grads => grads.elements().unwrap_or_default(),
+    };
+    let grads_span: &dyn ToTokens = match &vjp.grads {
+        Grads::Tuple(t) => *t,
+        Grads::Array(a, _) => *a,
+        Grads::Single(t) => *t,
+        Grads::Missing => return_span,
+    };
+    if elements.len() != expected {
+        let plural = |n: usize| if n == 1 { "gradient" } else { "gradients" };
+        cx.error_spanned_by(
+            grads_span,
+            format_args!(
+                "the vjp returns {} {} but `{}` has {expected} tensor {} ({names}): return exactly {expected} {}, one per tensor input in order",
+                elements.len(),
+                plural(elements.len()),
+                f.name(),
+                if expected == 1 { "input" } else { "inputs" },
+                plural(expected),
+            ),
+        );
+        return;
+    }
+    for (i, (ty, input)) in elements.iter().zip(&inputs).enumerate() {
+        let name = input.ident.map(ToString::to_string).unwrap_or_default();
+        let (want, written) = match input.input {
+            Input::TensorSlice { .. } => ("Vec", "Vec<Option<Tensor>>"),
+            _ => ("Option", "Option<Tensor>"),
+        };
+        if outer_name(ty).as_deref() != Some(want) {
+            let span: &dyn ToTokens = if matches!(vjp.grads, Grads::Array(..)) {
+                grads_span
+            } else {
+                ty
+            };
+            cx.error_spanned_by(
+                span,
+                format_args!("gradient {i} is for `{name}`, so its type is `{written}`"),
+            );
+            if matches!(vjp.grads, Grads::Array(..)) {
+                break; // one message for the one written element type
+            }
+        }
+    }
+}
+
+fn list<'a>(names: impl Iterator<Item = &'a syn::Ident>) -> String {
+    let v: Vec<String> = names.map(|n| format!("`{n}`")).collect();
+    if v.is_empty() {
+        "none".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn example(inputs: &[Input]) -> String {
+    let one = |i: &Input| match i {
+        Input::TensorSlice { .. } => "Vec<Option<Tensor>>",
+        _ => "Option<Tensor>",
+    };
+    match inputs {
+        [single] => one(single).to_owned(),
+        _ => format!(
+            "({})",
+            inputs.iter().map(one).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
