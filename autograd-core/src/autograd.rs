@@ -239,7 +239,7 @@ pub fn grad(
 fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
     staged
         .get(&input.id())
-        .map(|(_, g)| gradient::detached_copy(g, input.carrier()?))
+        .map(|(_, g)| gradient::detached_copy(g, input.part_carrier(0)))
         .transpose()
 }
 
@@ -266,7 +266,7 @@ fn stack(input: &Tensor, runs: &[PtrMap<(Tensor, Tensor)>]) -> Result<Option<Ten
         }
     }
     let stacked = layout.prepend_mode(runs.len(), cosize)?;
-    let carrier = input.carrier()?.fresh(Buffer::F32(data))?;
+    let carrier = input.part_carrier(0).fresh(Buffer::F32(data))?;
     Ok(Some(Tensor::from_carrier_unchecked(
         carrier,
         Arc::new(stacked),

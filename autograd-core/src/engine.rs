@@ -222,7 +222,7 @@ impl Staging {
         let mut new = Vec::with_capacity(entries.len());
         for (t, g) in &entries {
             let guard = t.state();
-            let class = t.carrier()?;
+            let class = t.part_carrier(0);
             let value = match &guard.grad {
                 Some(old) => gradient::add(&gradient::detached_copy(g, class)?, old)?,
                 None => gradient::detached_copy(g, class)?,

@@ -75,7 +75,7 @@ pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
                 t.shape(),
                 g.layout()
             );
-            fold_broadcast(t, g, target.carrier()?)
+            fold_broadcast(t, g, target.part_carrier(0))
         }
         Aliasing::Other => bail!(
             Value,
@@ -110,9 +110,10 @@ pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         a.shape(),
         b.shape()
     );
-    let class = a.carrier()?;
-    if a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
-        if let (Some(ca), Some(cb)) = (class.as_cpu(), b.carrier()?.as_cpu()) {
+    let class = a.part_carrier(0);
+    let single = a.subtensor_count() == 1 && b.subtensor_count() == 1;
+    if single && a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
+        if let (Some(ca), Some(cb)) = (class.as_cpu(), b.part_carrier(0).as_cpu()) {
             let sum = ca.with_slice::<f32, _>(|x| {
                 cb.with_slice::<f32, _>(|y| add_slots(a.layout(), x, y))
             })???;

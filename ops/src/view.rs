@@ -13,7 +13,9 @@ impl Operation for BroadcastTo {
     fn saved(&self) -> &SavedState {
         &self.saved
     }
-    // The cotangent of a repeated element is the sum over its repetitions.
+    // The result is a stride-0 view of `a`'s storage, so the engine has already folded its
+    // cotangent: every repetition of an element holds that element's summed cotangent. Read it
+    // from any one repetition (summing again would count each contribution once per repeat).
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let a = self.saved.with("broadcast_to", |s| s.inputs[0].0.clone())?;
         let dims = g.dims();
@@ -29,7 +31,7 @@ impl Operation for BroadcastTo {
                 let c = if n == 1 { 0 } else { coord[lead + j] };
                 idx = idx * n + c;
             }
-            out[idx] += v;
+            out[idx] = v;
             for k in (0..dims.len()).rev() {
                 coord[k] += 1;
                 if coord[k] < dims[k] {

@@ -109,7 +109,6 @@ fn autograd_entry_points_require_a_one_subtensor_tensor__grad_refuses_a_multi_su
 }
 
 #[test]
-#[ignore = "engine bug: a multi-subtensor leaf reached by traversal fails with NotImplemented instead of accumulating .grad"]
 fn autograd_entry_points_require_a_one_subtensor_tensor__only_the_entry_points_require_one_subtensor(
 ) {
     // Only `backward`'s receiver and `grad`'s output must have one subtensor; a multi-subtensor
