@@ -15,7 +15,10 @@ fn an_in_place_modification_error_names_the_op_the_input_and_the_forward_call_si
     let err = loss.backward().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Runtime);
     let msg = err.message();
-    assert!(msg.contains("in-place modification of input 1 of mul"), "{msg}");
+    assert!(
+        msg.contains("in-place modification of input 1 of mul"),
+        "{msg}"
+    );
     assert!(msg.contains(&format!("engine_errors.rs:{line}:")), "{msg}");
     assert!(a.grad().unwrap().is_none() && b.grad().unwrap().is_none());
 }
