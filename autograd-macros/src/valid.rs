@@ -17,7 +17,9 @@ const FORWARD_RETURN: &str = "a #[differentiable] function returns its output te
 
 pub(crate) fn check(cx: &Ctxt, f: &Function) {
     check_signature(cx, f);
-    check_params(cx, f);
+    // Rules that count tensor inputs are skipped when a parameter is already wrong, so one
+    // mistake is one message.
+    let params_ok = check_params(cx, f);
     check_forward_output(cx, f);
     check_residuals(cx, f);
     match f.vjps.as_slice() {
@@ -28,9 +30,9 @@ pub(crate) fn check(cx: &Ctxt, f: &Function) {
                 f.name()
             ),
         ),
-        [vjp] => check_vjp(cx, f, vjp),
+        [vjp] => check_vjp(cx, f, vjp, params_ok),
         [first, rest @ ..] => {
-            check_vjp(cx, f, first);
+            check_vjp(cx, f, first, params_ok);
             for extra in rest {
                 cx.error_spanned_by(
                     &extra.original.sig.ident,
@@ -72,7 +74,9 @@ fn check_signature(cx: &Ctxt, f: &Function) {
     }
 }
 
-fn check_params(cx: &Ctxt, f: &Function) {
+/// Returns whether every parameter is usable.
+fn check_params(cx: &Ctxt, f: &Function) -> bool {
+    let mut ok = f.receivers.is_empty();
     for p in &f.params {
         match p.ident {
             None => cx.error_spanned_by(
@@ -83,16 +87,15 @@ fn check_params(cx: &Ctxt, f: &Function) {
                 name,
                 "a parameter of a #[differentiable] function cannot be named `output`: the vjp reads the forward output under that name",
             ),
-            Some(_) => {}
-        }
-        if p.input == Input::Unsupported {
-            cx.error_spanned_by(
+            Some(_) if p.input == Input::Unsupported => cx.error_spanned_by(
                 p.ty,
                 "this parameter holds tensors the macro cannot save: take each tensor as `&Tensor` or `Tensor`, or a variable number as `&[Tensor]` or `&[&Tensor]`",
-            );
+            ),
+            Some(_) => continue,
         }
+        ok = false;
     }
-    if f.tensor_inputs().next().is_none() && f.receivers.is_empty() {
+    if ok && f.tensor_inputs().next().is_none() {
         cx.error_spanned_by(
             &f.original.sig.ident,
             format_args!(
@@ -100,7 +103,9 @@ fn check_params(cx: &Ctxt, f: &Function) {
                 f.name()
             ),
         );
+        ok = false;
     }
+    ok
 }
 
 fn check_forward_output(cx: &Ctxt, f: &Function) {
@@ -158,7 +163,7 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
     }
 }
 
-fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp) {
+fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
     let sig = &vjp.original.sig;
     if let Some(t) = &sig.constness {
         cx.error_spanned_by(t, "the vjp cannot be `const`");
@@ -174,7 +179,9 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp) {
     }
     check_cotangent(cx, vjp);
     check_vjp_params(cx, f, vjp);
-    check_grads(cx, f, vjp);
+    if params_ok {
+        check_grads(cx, f, vjp);
+    }
 }
 
 fn check_cotangent(cx: &Ctxt, vjp: &Vjp) {

@@ -1,0 +1,6 @@
+use autograd_core::differentiable;
+
+#[differentiable]
+struct Double;
+
+fn main() {}
