@@ -81,12 +81,10 @@
 //! - **Items** (`use`, helper `fn`s) in the forward body are visible to the VJP too.
 //! - **Generated code.** The function keeps its name, visibility, attributes, docs and
 //!   generics, gains `#[track_caller]` (errors about the node name the caller's location) and
-//!   returns `autograd_core::Result<Tensor>`. The node's [`Operation::name`] is the function's
+//!   returns `autograd_core::Result<Tensor>`. The node's `Operation::name` is the function's
 //!   name, and its errors name parameters: ``input 1 (`b`) of mul``. Generated code reaches
 //!   the library only through `autograd_core::__private`; in a crate that renames or wraps
 //!   `autograd_core`, write `#[differentiable(crate = path::to::autograd_core)]`.
-//!
-//! [`Operation::name`]: https://docs.rs/autograd-core
 //!
 //! Layout: `ast.rs` builds a typed model of the item, `attr.rs` parses the attribute's
 //! arguments, `valid.rs` holds every rule, `expand.rs` generates code and `fallback.rs` emits

@@ -551,3 +551,53 @@ fn captured_parameters_can_be_taken_by_reference_in_the_vjp() {
     y.backward().unwrap();
     assert_eq!(CALLS.load(Ordering::SeqCst) - before, 5);
 }
+
+/// `x + 1`, returning the very tensor it also keeps as a residual.
+#[differentiable]
+fn inc_kept(x: &Tensor) -> Result<Tensor> {
+    #[residual]
+    let y = map(x, |v| v + 1.0)?;
+    fn vjp(g: &Tensor, y: &Tensor) -> Result<Option<Tensor>> {
+        let _ = y;
+        Ok(Some(g.clone()))
+    }
+    Ok(y)
+}
+
+/// Returns early, before computing its residual, for an empty input.
+#[differentiable]
+fn early(x: &Tensor) -> Result<Tensor> {
+    if x.size() == 0 {
+        return Ok(x.clone());
+    }
+    #[residual]
+    let y = map(x, |v| v)?;
+    fn vjp(g: &Tensor, y: &Tensor) -> Result<Option<Tensor>> {
+        let _ = y;
+        Ok(Some(g.clone()))
+    }
+    Ok(y)
+}
+
+#[test]
+fn a_result_that_is_also_a_residual_does_not_make_a_cycle() {
+    let x = t(&[1.0], &[1]);
+    let y = inc_kept(&x).unwrap();
+    let node = y.autograd_ctx().unwrap();
+    assert!(!node.context()[0].same_tensor(&y));
+    let weak = Arc::downgrade(&node);
+    drop((node, y));
+    assert!(
+        weak.upgrade().is_none(),
+        "dropping the result frees its node"
+    );
+}
+
+#[test]
+fn a_forward_that_skips_its_residual_is_a_runtime_error() {
+    let x = Tensor::from_vec(Vec::<f32>::new(), vec![0usize]).unwrap();
+    let e = early(&x).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Runtime);
+    assert!(e.message().contains("residual `y`"), "{e}");
+    assert!(early(&t(&[1.0], &[1])).unwrap().autograd_ctx().is_some());
+}
