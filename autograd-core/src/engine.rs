@@ -37,35 +37,50 @@ impl Hasher for PtrHasher {
 
 pub(crate) type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
 
-const NO_PRODUCER: usize = usize::MAX;
+const NO_PRODUCER: u32 = u32::MAX;
 
-/// One reached node in topological order.
+/// One reached node, in discovery order. Indices are `u32` so that a plan for a million-node
+/// graph stays small; a graph of four billion nodes would not fit in memory anyway.
 struct Step {
     node: Node,
     /// Where this node's input producers start in `Plan::producers`.
-    first: usize,
+    first: u32,
     /// Number of saved inputs.
-    count: usize,
+    count: u32,
     /// Whether propagating through this node can reach a requested tensor.
     useful: bool,
 }
 
-/// The reached graph in topological order (every consumer before its producers), root first.
+/// The reached graph: steps in discovery order (the root is step 0) and a topological order of
+/// them in which every consumer comes before its producers.
 pub(crate) struct Plan {
     steps: Vec<Step>,
     /// For every saved input of every step, the step of its producing node, or `NO_PRODUCER`.
-    producers: Vec<usize>,
+    producers: Vec<u32>,
+    order: Vec<u32>,
+}
+
+fn index_u32(i: usize) -> Result<u32> {
+    u32::try_from(i)
+        .ok()
+        .filter(|&i| i != NO_PRODUCER)
+        .ok_or_else(|| {
+            crate::Error::NotImplemented(format!(
+                "an autograd graph of more than {} nodes or edges",
+                u32::MAX - 1
+            ))
+        })
 }
 
 impl Plan {
     /// Discovers every node reachable from `root`, refusing released nodes before anything
     /// else runs, and orders them topologically with explicit stacks.
     pub(crate) fn discover(root: &Node) -> Result<Plan> {
-        let mut index: PtrMap<usize> = PtrMap::default();
+        let mut index: PtrMap<u32> = PtrMap::default();
         let mut steps: Vec<Step> = Vec::new();
-        let mut producers: Vec<usize> = Vec::new();
-        let mut pending: Vec<usize> = Vec::new();
-        let mut stack = vec![0usize];
+        let mut producers: Vec<u32> = Vec::new();
+        let mut pending: Vec<u32> = Vec::new();
+        let mut stack = vec![0u32];
         index.insert(node_key(root), 0);
         steps.push(Step {
             node: root.clone(),
@@ -75,43 +90,51 @@ impl Plan {
         });
         pending.push(0);
         while let Some(i) = stack.pop() {
+            let i = i as usize;
             let node = steps[i].node.clone();
             let first = producers.len();
-            node.saved().with(node.name(), |s| {
+            node.saved().with(node.name(), |s| -> Result<()> {
                 for (t, _) in s.inputs.iter() {
                     let Some(child) = t.autograd_ctx() else {
                         producers.push(NO_PRODUCER);
                         continue;
                     };
-                    let j = *index.entry(node_key(&child)).or_insert_with(|| {
-                        steps.push(Step {
-                            node: child,
-                            first: 0,
-                            count: 0,
-                            useful: true,
-                        });
-                        pending.push(0);
-                        stack.push(steps.len() - 1);
-                        steps.len() - 1
-                    });
-                    pending[j] += 1;
+                    let key = node_key(&child);
+                    let j = match index.get(&key) {
+                        Some(&j) => j,
+                        None => {
+                            let j = index_u32(steps.len())?;
+                            index.insert(key, j);
+                            steps.push(Step {
+                                node: child,
+                                first: 0,
+                                count: 0,
+                                useful: true,
+                            });
+                            pending.push(0);
+                            stack.push(j);
+                            j
+                        }
+                    };
+                    pending[j as usize] += 1;
                     producers.push(j);
                 }
-            })?;
-            steps[i].first = first;
-            steps[i].count = producers.len() - first;
+                Ok(())
+            })??;
+            steps[i].first = index_u32(first)?;
+            steps[i].count = index_u32(producers.len() - first)?;
         }
         drop(index);
         // Kahn's algorithm from the root: a node is ready once every reached consumer ran.
         let mut order = Vec::with_capacity(steps.len());
-        let mut ready = vec![0usize];
+        let mut ready = vec![0u32];
         while let Some(i) = ready.pop() {
             order.push(i);
-            let s = &steps[i];
-            for &p in &producers[s.first..s.first + s.count] {
+            let s = &steps[i as usize];
+            for &p in &producers[s.first as usize..(s.first + s.count) as usize] {
                 if p != NO_PRODUCER {
-                    pending[p] -= 1;
-                    if pending[p] == 0 {
+                    pending[p as usize] -= 1;
+                    if pending[p as usize] == 0 {
                         ready.push(p);
                     }
                 }
@@ -120,44 +143,21 @@ impl Plan {
         if order.len() != steps.len() {
             bail!(Runtime, "the autograd graph has a cycle (a node was assigned as the autograd_ctx of one of its own inputs)");
         }
-        drop(pending);
-        // Renumber into topological order, rewriting producer references.
-        let mut position = vec![0usize; steps.len()];
-        for (pos, &i) in order.iter().enumerate() {
-            position[i] = pos;
-        }
-        let mut slots: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
-        let mut sorted = Vec::with_capacity(slots.len());
-        let mut new_producers = Vec::with_capacity(producers.len());
-        for &i in &order {
-            let Some(mut step) = slots[i].take() else {
-                continue;
-            };
-            let first = new_producers.len();
-            for &p in &producers[step.first..step.first + step.count] {
-                new_producers.push(if p == NO_PRODUCER {
-                    NO_PRODUCER
-                } else {
-                    position[p]
-                });
-            }
-            step.first = first;
-            sorted.push(step);
-        }
         Ok(Plan {
-            steps: sorted,
-            producers: new_producers,
+            steps,
+            producers,
+            order,
         })
     }
 
-    fn producers_of(&self, step: &Step) -> &[usize] {
-        &self.producers[step.first..step.first + step.count]
+    fn producers_of(&self, step: &Step) -> &[u32] {
+        &self.producers[step.first as usize..(step.first + step.count) as usize]
     }
 
     /// Marks the steps through which a tensor accepted by `wanted` can be reached.
     pub(crate) fn prune(&mut self, wanted: &dyn Fn(&Tensor) -> bool) -> Result<()> {
-        for i in (0..self.steps.len()).rev() {
-            let step = &self.steps[i];
+        for &i in self.order.iter().rev() {
+            let step = &self.steps[i as usize];
             let direct = step.node.saved().with(step.node.name(), |s| {
                 s.inputs.iter().any(|(t, _)| wanted(t))
             })?;
@@ -165,8 +165,8 @@ impl Plan {
                 || self
                     .producers_of(step)
                     .iter()
-                    .any(|&p| p != NO_PRODUCER && self.steps[p].useful);
-            self.steps[i].useful = useful;
+                    .any(|&p| p != NO_PRODUCER && self.steps[p as usize].useful);
+            self.steps[i as usize].useful = useful;
         }
         Ok(())
     }
@@ -250,8 +250,9 @@ pub(crate) fn propagate(
     if let Some(first) = cotangents.first_mut() {
         *first = Some(Sum::Shared(root_cotangent));
     }
-    for (i, step) in plan.steps.iter().enumerate() {
-        let Some(g) = cotangents[i].take() else {
+    for &i in &plan.order {
+        let step = &plan.steps[i as usize];
+        let Some(g) = cotangents[i as usize].take() else {
             continue;
         };
         if !step.useful {
@@ -288,7 +289,7 @@ pub(crate) fn propagate(
                     node.saved().location()
                 ))
             })?;
-            let producer = (producers[j] != NO_PRODUCER).then_some(producers[j]);
+            let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
                 Sink::Collect(wanted) => wanted(input),

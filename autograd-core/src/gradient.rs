@@ -219,40 +219,45 @@ impl Tensor {
 
 /// A running sum of gradient contributions to one tensor. The first contribution is kept as it
 /// is (a VJP may hand the same tensor to several inputs); from the second on the sum lives in a
-/// private buffer that later contributions are added into in place.
+/// private buffer that later contributions are added into in place. Boxed so that a traversal's
+/// table of a million pending sums stays small.
 pub(crate) enum Sum {
     Shared(Tensor),
-    Owned {
-        layout: Arc<Layout>,
-        class: Arc<dyn Carrier>,
-        data: Vec<f32>,
-    },
+    Owned(Box<OwnedSum>),
+}
+
+pub(crate) struct OwnedSum {
+    layout: Arc<Layout>,
+    class: Arc<dyn Carrier>,
+    data: Vec<f32>,
 }
 
 impl Sum {
-    /// Adds `g` (already validated to have the sum's shape) into the sum.
+    /// Adds `g` (already validated to have the sum's shape) into the sum; on error the sum is
+    /// unchanged.
     pub(crate) fn add(&mut self, g: &Tensor) -> Result<()> {
-        if let Sum::Shared(first) = self {
-            ensure!(
-                first.shape() == g.shape(),
-                Value,
-                "cannot add gradients of shapes {} and {}",
-                first.shape(),
-                g.shape()
-            );
-            let layout = first.layout_arc().clone();
-            let class = first.carrier()?.clone();
-            let mut data = vec![0.0f32; layout.cosize()];
-            scatter_add(&mut data, &layout, first)?;
-            *self = Sum::Owned {
-                layout,
-                class,
-                data,
-            };
-        }
         match self {
-            Sum::Owned { layout, data, .. } => scatter_add(data, layout, g),
-            Sum::Shared(_) => unreachable!("converted above"),
+            Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
+            Sum::Shared(first) => {
+                ensure!(
+                    first.shape() == g.shape(),
+                    Value,
+                    "cannot add gradients of shapes {} and {}",
+                    first.shape(),
+                    g.shape()
+                );
+                let layout = first.layout_arc().clone();
+                let mut data = vec![0.0f32; layout.cosize()];
+                scatter_add(&mut data, &layout, first)?;
+                scatter_add(&mut data, &layout, g)?;
+                let class = first.part_carrier(0).clone();
+                *self = Sum::Owned(Box::new(OwnedSum {
+                    layout,
+                    class,
+                    data,
+                }));
+                Ok(())
+            }
         }
     }
 
@@ -260,11 +265,12 @@ impl Sum {
     pub(crate) fn into_tensor(self) -> Result<Tensor> {
         match self {
             Sum::Shared(t) => Ok(t),
-            Sum::Owned {
-                layout,
-                class,
-                data,
-            } => {
+            Sum::Owned(owned) => {
+                let OwnedSum {
+                    layout,
+                    class,
+                    data,
+                } = *owned;
                 let carrier = class.fresh(Buffer::F32(data))?;
                 Ok(Tensor::from_carrier_unchecked(
                     carrier,
