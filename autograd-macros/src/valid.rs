@@ -9,7 +9,8 @@ use quote::ToTokens;
 use syn::{FnArg, Meta, ReturnType, Type};
 
 use crate::ast::{
-    is_tensor, is_tensor_ref, outer_name, result_ok_type, Function, Grads, Input, Vjp, OUTPUT,
+    is_tensor, is_tensor_ref, outer_name, result_ok_type, Function, Grads, Input, Residual, Vjp,
+    OUTPUT,
 };
 use crate::ctxt::Ctxt;
 
@@ -229,10 +230,43 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
             );
             continue;
         }
-        if let Some(param) = f.param_named(name) {
-            if matches!(param.input, Input::Captured | Input::Options) {
-                check_captured(cx, param.ty);
+        let Some(ty) = p.ty else { continue };
+        let tensor_like = is_tensor(ty) || is_tensor_ref(ty);
+        match f.param_named(name).map(|param| (param.input, param.ty)) {
+            Some((Input::Captured | Input::Options, forward_ty)) => check_captured(cx, forward_ty),
+            Some((Input::Tensor { .. }, _)) if !tensor_like => cx.error_spanned_by(
+                ty,
+                format_args!(
+                    "`{name}` is a tensor input, so the vjp takes it as `&Tensor` or `Tensor`"
+                ),
+            ),
+            Some((Input::TensorSlice { elem_ref }, forward_ty)) => {
+                let same = matches!(
+                    ty,
+                    Type::Reference(r) if matches!(&*r.elem, Type::Slice(s)
+                        if if elem_ref { is_tensor_ref(&s.elem) } else { is_tensor(&s.elem) })
+                );
+                if !same {
+                    cx.error_spanned_by(
+                        ty,
+                        format_args!(
+                            "`{name}` is a slice of tensor inputs, so the vjp takes it as `{}`",
+                            forward_ty.to_token_stream().to_string().replace(' ', "")
+                        ),
+                    );
+                }
             }
+            None if !tensor_like && f.residual_named(name).is_none_or(Residual::is_tensor) => {
+                cx.error_spanned_by(
+                    ty,
+                    if name == OUTPUT {
+                        "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`".to_owned()
+                    } else {
+                        format!("residual `{name}` is a tensor, so the vjp takes it as `&Tensor` or `Tensor`")
+                    },
+                );
+            }
+            _ => {}
         }
     }
 }
