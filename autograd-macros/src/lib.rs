@@ -60,7 +60,8 @@
 //!   parameter is captured by value for the VJP when the VJP takes it (a `&T` parameter is
 //!   stored as `T::to_owned()`, a `T` parameter as a clone), so such parameters need
 //!   `Clone + Send + Sync + 'static` owned forms. A parameter named `options` is never saved,
-//!   whatever its type. Parameters are plain names (no patterns).
+//!   whatever its type (the VJP may still take it, as a captured value). Parameters are
+//!   plain names (no patterns).
 //! - **Forward.** The body runs with graph construction disabled and returns `Result<Tensor>`
 //!   (or `Tensor`). A node is recorded only when graph construction is enabled, some tensor
 //!   input is differentiable and the result is differentiable. `#[residual] let name = ...;`
