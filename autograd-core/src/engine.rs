@@ -100,21 +100,20 @@ impl Plan {
                         continue;
                     };
                     let key = node_key(&child);
-                    let j = match index.get(&key) {
-                        Some(&j) => j,
-                        None => {
-                            let j = index_u32(steps.len())?;
-                            index.insert(key, j);
-                            steps.push(Step {
-                                node: child,
-                                first: 0,
-                                count: 0,
-                                useful: true,
-                            });
-                            pending.push(0);
-                            stack.push(j);
-                            j
-                        }
+                    let j = if let Some(&j) = index.get(&key) {
+                        j
+                    } else {
+                        let j = index_u32(steps.len())?;
+                        index.insert(key, j);
+                        steps.push(Step {
+                            node: child,
+                            first: 0,
+                            count: 0,
+                            useful: true,
+                        });
+                        pending.push(0);
+                        stack.push(j);
+                        j
                     };
                     pending[j as usize] += 1;
                     producers.push(j);
