@@ -1,7 +1,7 @@
 //! The StrideWeave op library.
 //!
-//! For now a handful of hand-written `Operation` impls (elementwise add and multiply, scaling,
-//! sum, broadcast); the op library proper will be written with `#[differentiable]`.
+//! Every op is written with `#[differentiable]`: the forward kernel and its vector-Jacobian
+//! product side by side. So far: elementwise add and multiply, scaling, sum and broadcast.
 
 mod elementwise;
 mod kernel;

@@ -16,7 +16,7 @@ fn an_in_place_modification_error_names_the_op_the_input_and_the_forward_call_si
     assert_eq!(err.kind(), ErrorKind::Runtime);
     let msg = err.message();
     assert!(
-        msg.contains("in-place modification of input 1 of mul"),
+        msg.contains("in-place modification of input 1 (`b`) of mul"),
         "{msg}"
     );
     assert!(msg.contains(&format!("engine_errors.rs:{line}:")), "{msg}");
