@@ -116,11 +116,7 @@ impl Tensor {
         }
         let plan = Plan::discover(&root)?;
         propagate(&plan, cotangent, &Sink::Accumulate, &mut staging)?;
-        staging.commit()?;
-        if !retain_graph {
-            plan.release();
-        }
-        Ok(())
+        plan.settle(retain_graph, || staging.commit())
     }
 
     fn unit_cotangent(&self) -> Result<Tensor> {
@@ -151,11 +147,7 @@ pub fn backwards_traversal(
     let plan = Plan::discover(root)?;
     let mut staging = Staging::default();
     propagate(&plan, gradient.clone(), &Sink::Accumulate, &mut staging)?;
-    staging.commit()?;
-    if !retain_graph {
-        plan.release();
-    }
-    Ok(())
+    plan.settle(retain_graph, || staging.commit())
 }
 
 /// Options of [`grad`].
@@ -220,20 +212,22 @@ pub fn grad(
         }
         runs.push(staging.finish()?);
     }
-    let results = inputs
-        .iter()
-        .map(|t| {
-            if options.batched {
-                stack(t, &runs)
-            } else {
-                single(t, &runs[0])
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if let (Some(plan), false) = (&plan, options.retain_graph) {
-        plan.release();
+    let collect = || {
+        inputs
+            .iter()
+            .map(|t| {
+                if options.batched {
+                    stack(t, &runs)
+                } else {
+                    single(t, &runs[0])
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+    };
+    match &plan {
+        Some(plan) => plan.settle(options.retain_graph, collect),
+        None => collect(),
     }
-    Ok(results)
 }
 
 fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
@@ -252,26 +246,17 @@ fn stack(input: &Tensor, runs: &[PtrMap<(Tensor, Tensor)>]) -> Result<Option<Ten
     else {
         return Ok(None);
     };
-    let cosize = layout.cosize();
-    let mut data = vec![0.0f32; cosize * runs.len()];
-    for (k, run) in runs.iter().enumerate() {
-        if let Some((_, g)) = run.get(&input.id()) {
-            let values = g.values::<f32>()?;
-            let mut it = values.into_iter();
-            layout.for_each_offset(|o| {
-                if let Some(v) = it.next() {
-                    data[k * cosize + o] = v;
-                }
-            });
+    // The stacked layout's logical order is batch index first, then the single layout's
+    // logical order, so the K gradients' values concatenate into it.
+    let mut values = Vec::with_capacity(layout.size() * runs.len());
+    for run in runs {
+        match run.get(&input.id()) {
+            Some((_, g)) => values.extend(g.values::<f32>()?),
+            None => values.resize(values.len() + layout.size(), 0.0),
         }
     }
-    let stacked = layout.prepend_mode(runs.len(), cosize)?;
-    let carrier = input.part_carrier(0).fresh(Buffer::F32(data))?;
-    Ok(Some(Tensor::from_carrier_unchecked(
-        carrier,
-        Arc::new(stacked),
-        DType::Float32,
-    )))
+    let stacked = layout.prepend_mode(runs.len(), layout.cosize())?;
+    gradient::place(values, Arc::new(stacked), input.part_carrier(0)).map(Some)
 }
 
 /// Splits a batched cotangent into its K cotangents for `output`, each validated.

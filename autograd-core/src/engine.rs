@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
-use crate::op::{describe_input, describe_node, Node, VersionSnapshot};
+use crate::op::{describe_input, describe_node, Node, Saved, VersionSnapshot};
 
 type SavedInputs = Arc<[(Tensor, VersionSnapshot)]>;
 use crate::tensor::Tensor;
@@ -170,10 +170,43 @@ impl Plan {
         Ok(())
     }
 
-    /// Releases every reached node.
-    pub(crate) fn release(&self) {
-        for s in &self.steps {
-            s.node.release();
+    /// Runs `commit`, then (unless `retain_graph`) releases every reached node. The nodes are
+    /// claimed before `commit` runs, so that of two traversals racing over one graph only one
+    /// can commit; if `commit` fails, or another traversal released a node first, every node is
+    /// restored and nothing is released.
+    pub(crate) fn settle<R>(
+        &self,
+        retain_graph: bool,
+        commit: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        if retain_graph {
+            return commit();
+        }
+        let mut taken = Vec::with_capacity(self.steps.len());
+        for step in &self.steps {
+            if let Some(saved) = step.node.saved().take() {
+                taken.push(saved);
+            } else {
+                let err = step.node.saved().released_error(step.node.name());
+                self.restore(taken);
+                return Err(err);
+            }
+        }
+        match commit() {
+            Ok(r) => {
+                drop(taken);
+                Ok(r)
+            }
+            Err(e) => {
+                self.restore(taken);
+                Err(e)
+            }
+        }
+    }
+
+    fn restore(&self, taken: Vec<Saved>) {
+        for (step, saved) in self.steps.iter().zip(taken) {
+            step.node.saved().restore(saved);
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::tensor::Tensor;
 /// `|analytical - numerical| <= atol + rtol * |numerical|`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GradcheckOptions {
-    /// Central-difference step.
+    /// Central-difference step, relative to `max(1, |x|)`.
     pub eps: f64,
     /// Absolute tolerance.
     pub atol: f64,
@@ -76,6 +76,9 @@ fn coord_of(dims: &[usize], mut index: usize) -> Vec<usize> {
 /// Compares the VJP of `f` at `inputs` (Float32 leaves) with central finite differences for a
 /// random cotangent, perturbing every storage slot of every input. On failure returns
 /// `Error::Value` naming the worst element: its input, coordinate and both values.
+///
+/// Perturbing writes the inputs in place (and restores them), so their versions change: a graph
+/// the caller built on them before the check can no longer be traversed.
 ///
 /// ```
 /// use autograd_core::{gradcheck, GradcheckOptions, Tensor, shape};
@@ -141,13 +144,18 @@ pub fn gradcheck(
                 continue;
             }
             let coord = coord_of(&dims, p);
-            let orig = x.get(&coord)?.to_f64();
-            x.set(&coord, orig + options.eps)?;
+            let orig = x.get(&coord)?;
+            // The step scales with the value, and the difference quotient divides by the steps
+            // Float32 actually stored, not the nominal ones.
+            let step = options.eps * orig.to_f64().abs().max(1.0);
+            x.set(&coord, orig.to_f64() + step)?;
+            let up = x.get(&coord)?.to_f64();
             let plus = project(inputs);
-            x.set(&coord, orig - options.eps)?;
+            x.set(&coord, orig.to_f64() - step)?;
+            let down = x.get(&coord)?.to_f64();
             let minus = project(inputs);
             x.set(&coord, orig)?;
-            let numeric = (plus? - minus?) / (2.0 * options.eps);
+            let numeric = (plus? - minus?) / (up - down);
             slots_checked += 1;
             // every logical position sharing this slot must carry the slot's derivative
             for (q, _) in slots.iter().enumerate().filter(|(_, &s)| s == slot) {
@@ -172,4 +180,55 @@ pub fn gradcheck(
         slots_checked,
         max_abs_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape;
+
+    #[test]
+    fn large_inputs_do_not_fail_on_float32_rounding() {
+        let x = Tensor::from_vec(vec![16384f32; 8], shape![8]).unwrap();
+        let r = gradcheck(|xs| Ok(xs[0].clone()), &[x], GradcheckOptions::default()).unwrap();
+        assert!(r.max_abs_error < 1e-3, "{r:?}");
+    }
+
+    #[test]
+    fn a_wrong_vjp_is_reported_with_its_coordinate() {
+        // y = 2x recorded with an identity VJP
+        struct Wrong {
+            saved: crate::SavedState,
+        }
+        impl crate::Operation for Wrong {
+            fn name(&self) -> &'static str {
+                "wrong"
+            }
+            fn saved(&self) -> &crate::SavedState {
+                &self.saved
+            }
+            fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+                Ok(vec![Some(g.clone())])
+            }
+        }
+        let f = |xs: &[Tensor]| {
+            let v: Vec<f32> = xs[0].values::<f32>()?.iter().map(|x| 2.0 * x).collect();
+            let out = Tensor::from_vec(v, shape![2, 2])?;
+            Ok(crate::record(out, &[&xs[0]], Vec::new(), |saved| Wrong {
+                saved,
+            }))
+        };
+        let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4], shape![2, 2]).unwrap();
+        let err = gradcheck(f, &[x], GradcheckOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Value);
+        assert!(err.message().contains("input 0 at coordinate ["), "{err}");
+        // the identity VJP reports half the true derivative 2 v
+        let nums: Vec<f64> = err
+            .message()
+            .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let (a, n) = (nums[nums.len() - 4], nums[nums.len() - 3]);
+        assert!((n - 2.0 * a).abs() < 1e-3, "{err}");
+    }
 }

@@ -56,6 +56,11 @@ pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
         g.subtensor_count()
     );
     let t = target.layout();
+    if target.subtensor_count() > 1 {
+        if let Some(why) = target.storage_clash() {
+            bail!(Value, "the target tensor's pieces alias storage ({why}); its gradient would be under-counted");
+        }
+    }
     match t.aliasing() {
         Aliasing::None => {
             ensure!(

@@ -8,7 +8,7 @@ use std::fmt;
 /// use autograd_core::IntTuple;
 /// let t = IntTuple::from(vec![IntTuple::from(2), IntTuple::from(vec![4, 3])]);
 /// assert_eq!(t.to_string(), "(2,(4,3))");
-/// assert_eq!((t.rank(), t.depth(), t.product()), (2, 2, 24));
+/// assert_eq!((t.rank(), t.depth(), t.product()), (2, 2, Some(24)));
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum IntTuple {
@@ -49,9 +49,11 @@ impl IntTuple {
         }
     }
 
-    /// The product of the leaves (1 for an empty tuple).
-    pub fn product(&self) -> i64 {
-        self.leaves().iter().product()
+    /// The product of the leaves (1 for an empty tuple), or `None` when it overflows `i64`.
+    pub fn product(&self) -> Option<i64> {
+        self.leaves()
+            .iter()
+            .try_fold(1i64, |acc, &x| acc.checked_mul(x))
     }
 
     /// Top-level elements: the leaf itself for a leaf.
@@ -96,8 +98,9 @@ impl From<i32> for IntTuple {
     }
 }
 impl From<usize> for IntTuple {
+    /// Extents beyond `i64::MAX` saturate, so layouts reject them as too large.
     fn from(x: usize) -> Self {
-        IntTuple::Int(x as i64)
+        IntTuple::Int(i64::try_from(x).unwrap_or(i64::MAX))
     }
 }
 impl<T: Into<IntTuple>> From<Vec<T>> for IntTuple {
@@ -179,8 +182,8 @@ tree_newtype!(
 );
 
 impl Shape {
-    /// The number of logical elements (product of the extents).
-    pub fn size(&self) -> i64 {
+    /// The number of logical elements (product of the extents), or `None` when it overflows.
+    pub fn size(&self) -> Option<i64> {
         self.0.product()
     }
 }
@@ -221,7 +224,8 @@ mod tests {
     fn macros_build_nested_trees() {
         let s = crate::shape![2, [4, 3]];
         assert_eq!(s.to_string(), "(2,(4,3))");
-        assert_eq!(s.size(), 24);
+        assert_eq!(s.size(), Some(24));
+        assert_eq!(crate::shape![1i64 << 40, 1i64 << 40].size(), None);
         let d = crate::stride![1, [2, 8]];
         assert!(s.0.congruent(&d.0));
         let n = 5usize;

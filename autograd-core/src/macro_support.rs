@@ -74,22 +74,14 @@ pub fn check_slice_grads(
 /// else is returned unchanged for the engine to validate (and reject with `Error::Value`).
 pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
     let Some(g) = g else { return Ok(None) };
-    let target = input.layout();
-    let acceptable = if target.is_injective() {
-        g.layout() == target
-    } else {
-        g.layout().is_injective()
-    };
-    if acceptable
-        || g.shape() != input.shape()
+    if g.shape() != input.shape()
         || g.dtype() != &DType::Float32
-        || g.subtensor_count() != 1
         || input.subtensor_count() != 1
         || !input.is_differentiable()
     {
         return Ok(Some(g));
     }
-    Ok(Some(input.f32_like(g.values::<f32>()?)?))
+    input.gradient_like(g).map(Some)
 }
 
 /// The forward result as a tensor the new node may be attached to: a fresh handle when the

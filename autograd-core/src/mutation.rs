@@ -64,37 +64,10 @@ impl Tensor {
     }
 
     fn ensure_injective(&self, op: &str) -> Result<()> {
-        let bad = self
-            .subtensors()
-            .into_iter()
-            .find(|s| !s.layout.is_injective());
-        if let Some(s) = bad {
-            bail!(
-                Value,
-                "{op}: the target layout {} maps several coordinates to one storage slot, so an elementwise write is ambiguous",
-                s.layout
-            )
+        match self.storage_clash() {
+            Some(why) => bail!(Value, "{op}: {why}, so an elementwise write is ambiguous"),
+            None => Ok(()),
         }
-        // Pieces of a multi-subtensor tensor that share a carrier must not overlap either.
-        let subs = self.subtensors();
-        if subs.len() > 1 && self.carriers().len() < subs.len() {
-            let mut seen = std::collections::HashSet::new();
-            let mut clash = None;
-            for (i, s) in subs.iter().enumerate() {
-                s.layout.for_each_offset(|o| {
-                    if !seen.insert((s.carrier.id(), s.offset + o)) && clash.is_none() {
-                        clash = Some((i, s.offset + o));
-                    }
-                });
-            }
-            if let Some((i, o)) = clash {
-                bail!(
-                    Value,
-                    "{op}: subtensor {i} shares storage slot {o} of its carrier with an earlier subtensor, so an elementwise write is ambiguous"
-                )
-            }
-        }
-        Ok(())
     }
 
     /// Assigns `value` at a coordinate with one entry per top-level mode (`t[i, j] = value`).

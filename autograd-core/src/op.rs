@@ -5,7 +5,7 @@ use std::panic::Location;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::carrier::CarrierId;
-use crate::error::{bail, Result};
+use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
 use crate::tensor::Tensor;
 
@@ -159,17 +159,26 @@ impl SavedState {
     pub fn with<R>(&self, op: &str, f: impl FnOnce(&Saved) -> R) -> Result<R> {
         match self.lock().as_ref() {
             Some(s) => Ok(f(s)),
-            None => bail!(
-                Runtime,
-                "the graph of {op} (recorded at {}) was already released by an earlier traversal; pass retain_graph=True to the first traversal to traverse it again",
-                self.location
-            ),
+            None => Err(self.released_error(op)),
         }
+    }
+
+    /// The error for a traversal that reaches this node after its graph was released.
+    pub(crate) fn released_error(&self, op: &str) -> crate::Error {
+        crate::Error::Runtime(format!(
+            "the graph of {op} (recorded at {}) was already released by an earlier traversal; pass retain_graph=True to the first traversal to traverse it again",
+            self.location
+        ))
     }
 
     /// Discards the state, returning it so the caller decides where it is dropped.
     pub fn take(&self) -> Option<Saved> {
         self.lock().take()
+    }
+
+    /// Puts back state that a traversal took to claim the graph, when that traversal failed.
+    pub(crate) fn restore(&self, saved: Saved) {
+        *self.lock() = Some(saved);
     }
 }
 

@@ -263,7 +263,12 @@ impl Tensor {
                 l.shape(),
                 first.layout().shape()
             );
-            extent += l.dims()[0];
+            extent = extent.checked_add(l.dims()[0]).ok_or_else(|| {
+                crate::Error::Value(format!(
+                    "from_subtensors: the pieces' first modes add up to more than {} elements",
+                    usize::MAX
+                ))
+            })?;
             subs.push(sub);
         }
         let mut modes = first.layout().shape().0.modes();
@@ -435,6 +440,36 @@ impl Tensor {
                 bail!(Value, "coordinate {coord:?} is out of range: entry 0 must be below {start} for shape {}", self.shape())
             }
         }
+    }
+
+    /// Why two logical elements share a storage slot, or `None` when each has its own: a
+    /// non-injective piece layout, or pieces of a multi-subtensor tensor that overlap in one
+    /// carrier.
+    pub(crate) fn storage_clash(&self) -> Option<String> {
+        let subs = self.subtensors();
+        if let Some(s) = subs.iter().find(|s| !s.layout.is_injective()) {
+            return Some(format!(
+                "the layout {} maps several coordinates to one storage slot",
+                s.layout
+            ));
+        }
+        if subs.len() < 2 || self.carriers().len() == subs.len() {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut clash = None;
+        for (i, s) in subs.iter().enumerate() {
+            s.layout.for_each_offset(|o| {
+                if !seen.insert((s.carrier.id(), s.offset + o)) && clash.is_none() {
+                    clash = Some((i, s.offset + o));
+                }
+            });
+        }
+        clash.map(|(i, o)| {
+            format!(
+                "subtensor {i} shares storage slot {o} of its carrier with an earlier subtensor"
+            )
+        })
     }
 
     /// The element at a coordinate with one entry per top-level mode (a nested mode's entry is

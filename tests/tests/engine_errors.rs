@@ -36,3 +36,17 @@ fn a_released_graph_error_names_the_op_and_retain_graph() {
     assert!(msg.contains("sum"), "{msg}");
     assert!(msg.contains(&format!("engine_errors.rs:{line}:")), "{msg}");
 }
+
+#[test]
+fn pieces_that_share_storage_are_refused_instead_of_under_counted() {
+    let a = t(&[1.0, 2.0], &[1, 2]);
+    let m = autograd_core::Tensor::from_subtensors(&[a.clone(), a.clone()]).unwrap();
+    let y = autograd_ops::mul_scalar(&m, 2.0).unwrap();
+    let err = y
+        .backward_with(Some(&t(&[1.0; 4], &[2, 2])), false)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Value);
+    assert!(err.message().contains("alias"), "{err}");
+    assert!(m.grad().unwrap().is_none() && a.grad().unwrap().is_none());
+    assert!(!y.autograd_ctx().unwrap().is_released(), "nothing released");
+}

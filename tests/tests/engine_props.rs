@@ -7,9 +7,11 @@ use autograd_core::{
     grad, gradcheck, record, shape, GradOptions, GradcheckOptions, Operation, Result, SavedState,
     Tensor,
 };
-use autograd_ops::{add, mul, sum};
+use autograd_ops::{add, mul, mul_scalar, sum};
 use autograd_tests::vals;
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// How a [2, 3] leaf is laid out.
 #[derive(Debug, Clone, Copy)]
@@ -185,40 +187,71 @@ proptest! {
             l.set_grad(Some(prior)).unwrap();
         }
         let before: Vec<_> = leaves.iter().map(bits).collect();
-        let mut values = eval(&dag, &leaves).unwrap();
-        let n_ops = dag.ops.len();
-        let victim = dag.leaves.len() + at as usize % n_ops;
-        let out = match how {
-            // a VJP that fails, spliced in at a random node
-            0 => {
-                let bad = faulty(&values[victim], false);
-                values[victim] = bad.clone();
-                sum(&add(&values.last().unwrap().clone(), &bad).unwrap()).unwrap()
-            }
-            // a VJP that returns the wrong count
-            1 => {
-                let bad = faulty(&values[victim], true);
-                sum(&add(&values.last().unwrap().clone(), &bad).unwrap()).unwrap()
-            }
-            // an in-place mutation of a saved tensor after the forward pass
-            _ => {
-                let target = &values[victim];
-                let out = sum(&add(values.last().unwrap(), target).unwrap()).unwrap();
-                let old = target.get(&[0, 0]).unwrap();
-                target.set(&[0, 0], old.to_f64() as f32 + 1.0).unwrap();
-                out
-            }
+        let values = eval(&dag, &leaves).unwrap();
+        // a node's result for the failing VJP; for the mutation, any value but the last (which
+        // the probe saves, and which must stay valid for the probe to run)
+        let victim = if how == 2 {
+            &values[at as usize % (values.len() - 1)]
+        } else {
+            &values[dag.leaves.len() + at as usize % dag.ops.len()]
         };
+        // The failing branch is the first input of the final add, the DAG (behind a counting
+        // probe) the second: the traversal runs the DAG side first, staging leaf gradients,
+        // and only then reaches the failure.
+        let (probed, runs) = probe(values.last().unwrap());
+        let bad = match how {
+            0 => faulty(victim, false),
+            1 => faulty(victim, true),
+            _ => mul_scalar(victim, 1.0).unwrap(),
+        };
+        let out = sum(&add(&bad, &probed).unwrap()).unwrap();
+        if how == 2 {
+            // an in-place mutation of a saved tensor after the forward pass
+            let old = victim.get(&[0, 0]).unwrap();
+            victim.set(&[0, 0], old.to_f64() as f32 + 1.0).unwrap();
+        }
         let cot = Tensor::scalar(seed as f32 / 10.0 + 0.5);
-        let err = out.backward_with(Some(&cot), false);
-        prop_assert!(err.is_err());
+        prop_assert!(out.backward_with(Some(&cot), false).is_err());
+        prop_assert!(runs.load(Ordering::SeqCst) >= 1, "the DAG side ran before the failure");
         let after: Vec<_> = leaves.iter().map(bits).collect();
         prop_assert_eq!(before, after);
-        // nothing was released: every node of the graph still has its saved inputs
-        let node = out.autograd_ctx().unwrap();
-        prop_assert!(!node.is_released());
-        prop_assert!(!node.inputs().is_empty());
+        // nothing was released: every node still has its saved inputs
+        for v in values.iter().chain([&probed, &bad, &out]) {
+            if let Some(node) = v.autograd_ctx() {
+                prop_assert!(!node.is_released());
+                prop_assert!(!node.inputs().is_empty());
+            }
+        }
     }
+}
+
+/// An identity op counting how often its VJP runs.
+struct Probe {
+    saved: SavedState,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Operation for Probe {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(vec![Some(g.clone())])
+    }
+}
+
+fn probe(x: &Tensor) -> (Tensor, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let out = record(x.contiguous().unwrap(), &[x], Vec::new(), |saved| Probe {
+        saved,
+        runs: counter,
+    });
+    (out, runs)
 }
 
 /// An identity op whose VJP fails (or returns two gradients for one input).

@@ -94,3 +94,47 @@ fn a_vjp_may_run_a_nested_grad_without_disturbing_the_outer_traversal() {
     .unwrap();
     assert_eq!(vals(dx[0].as_ref().unwrap()), vec![2.0, -4.0, 1.0]);
 }
+
+/// An identity op whose VJP takes long enough for a second traversal to start meanwhile.
+struct Slow {
+    saved: SavedState,
+}
+
+impl Operation for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        Ok(vec![Some(g.clone())])
+    }
+}
+
+#[test]
+fn two_threads_racing_over_one_graph_commit_once() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = record(x.contiguous().unwrap(), &[&x], Vec::new(), |saved| Slow {
+        saved,
+    });
+    let g = t(&[1.0, 1.0], &[2]);
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| y.backward_with(Some(&g), false)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "{results:?}");
+    let err = results.into_iter().find_map(Result::err).unwrap();
+    assert_eq!(err.kind(), autograd_core::ErrorKind::Runtime);
+    assert!(err.message().contains("retain_graph=True"), "{err}");
+    assert_eq!(
+        grad_vals(&x),
+        Some(vec![1.0, 1.0]),
+        "committed exactly once"
+    );
+    assert!(y.autograd_ctx().unwrap().is_released());
+}

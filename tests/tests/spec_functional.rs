@@ -189,7 +189,11 @@ fn functional_gradients_collect_vector_jacobian_products_without_touching_grad__
     let y = add(&mul_scalar(&x, 2.0).unwrap(), &pz).unwrap();
     let r = grad(&y, &[&x], &g, GradOptions::default()).unwrap();
     assert_eq!(v(r[0].as_ref().unwrap()), vec![2.0, 2.0]);
-    assert!(zp.calls() <= 1);
+    assert_eq!(
+        zp.calls(),
+        0,
+        "work that cannot reach a requested input is skipped"
+    );
     assert!(pz.autograd_ctx().unwrap().inputs().is_empty());
     assert_eq!(grad_vals(&z), None);
 
