@@ -9,7 +9,7 @@ use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
 use crate::op::Node;
-use crate::scalar::Buffer;
+use crate::scalar::{with_capacity, Buffer};
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -248,7 +248,7 @@ fn stack(input: &Tensor, runs: &[PtrMap<(Tensor, Tensor)>]) -> Result<Option<Ten
     };
     // The stacked layout's logical order is batch index first, then the single layout's
     // logical order, so the K gradients' values concatenate into it.
-    let mut values = Vec::with_capacity(layout.size() * runs.len());
+    let mut values = with_capacity(layout.size().saturating_mul(runs.len()))?;
     for run in runs {
         match run.get(&input.id()) {
             Some((_, g)) => values.extend(g.values::<f32>()?),

@@ -81,6 +81,26 @@ impl fmt::Display for Scalar {
     }
 }
 
+/// `n` copies of `value`, or `Error::Value` when that much memory cannot be had (a huge
+/// broadcast view read out in full, say) instead of aborting the process.
+pub(crate) fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = with_capacity(n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// An empty vector with room for `n` elements, or `Error::Value` when it cannot be had.
+pub(crate) fn with_capacity<T>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        crate::Error::Value(format!(
+            "cannot allocate {n} elements of {} bytes",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    Ok(v)
+}
+
 /// A contiguous run of elements of one simple dtype: what CPU storage holds.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -101,11 +121,11 @@ impl Buffer {
     /// `len` zero elements of a simple dtype.
     pub fn zeros(dtype: &DType, len: usize) -> Result<Buffer> {
         Ok(match dtype {
-            DType::Float32 => Buffer::F32(vec![0.0; len]),
-            DType::Float64 => Buffer::F64(vec![0.0; len]),
-            DType::Int32 => Buffer::I32(vec![0; len]),
-            DType::Int64 => Buffer::I64(vec![0; len]),
-            DType::Bool => Buffer::Bool(vec![false; len]),
+            DType::Float32 => Buffer::F32(filled(len, 0.0)?),
+            DType::Float64 => Buffer::F64(filled(len, 0.0)?),
+            DType::Int32 => Buffer::I32(filled(len, 0)?),
+            DType::Int64 => Buffer::I64(filled(len, 0)?),
+            DType::Bool => Buffer::Bool(filled(len, false)?),
             other => bail!(Type, "storage needs a simple dtype, not {other}"),
         })
     }

@@ -13,7 +13,7 @@ use crate::error::{bail, ensure, Result};
 use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::op::Node;
-use crate::scalar::{Buffer, Element, Scalar};
+use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
@@ -138,11 +138,11 @@ impl Tensor {
         let layout = Layout::compact_row_major(shape)?;
         let n = layout.size();
         let buffer = match value {
-            Scalar::F32(x) => Buffer::F32(vec![x; n]),
-            Scalar::F64(x) => Buffer::F64(vec![x; n]),
-            Scalar::I32(x) => Buffer::I32(vec![x; n]),
-            Scalar::I64(x) => Buffer::I64(vec![x; n]),
-            Scalar::Bool(x) => Buffer::Bool(vec![x; n]),
+            Scalar::F32(x) => Buffer::F32(filled(n, x)?),
+            Scalar::F64(x) => Buffer::F64(filled(n, x)?),
+            Scalar::I32(x) => Buffer::I32(filled(n, x)?),
+            Scalar::I64(x) => Buffer::I64(filled(n, x)?),
+            Scalar::Bool(x) => Buffer::Bool(filled(n, x)?),
         };
         Ok(Tensor::from_carrier_unchecked(
             CpuCarrier::shared(buffer),
@@ -511,7 +511,7 @@ impl Tensor {
     /// compound dtype's records are listed field by field).
     pub fn values<T: Element>(&self) -> Result<Vec<T>> {
         let w = record_width(&self.0.dtype);
-        let mut out = Vec::with_capacity(self.size() * w);
+        let mut out = with_capacity(self.size().saturating_mul(w))?;
         let mut failed = None;
         let parts = self.subtensors();
         for (i, s) in parts.iter().enumerate() {
@@ -562,7 +562,7 @@ impl Tensor {
             "use values for compound dtype {}",
             self.0.dtype
         );
-        let mut out = Vec::with_capacity(self.size());
+        let mut out = with_capacity(self.size())?;
         let mut err = None;
         self.for_each_slot(|p, o| match self.part_carrier(p).read(o) {
             Ok(v) => out.push(v),
