@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
-use crate::op::{describe_input, describe_node, Node, Saved, VersionSnapshot};
+use crate::op::{describe_input, describe_node, Node, Operation, Saved, VersionSnapshot};
 
 type SavedInputs = Arc<[(Tensor, VersionSnapshot)]>;
 use crate::tensor::Tensor;
@@ -291,48 +291,20 @@ pub(crate) fn propagate(
             continue;
         }
         let g = g.into_tensor()?;
-        let node = &*step.node;
-        let inputs = checked_inputs(node)?;
-        let grads = {
-            let _guard = no_grad();
-            node.backward(&g)
-                .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
-        };
-        drop(g);
-        if grads.len() != inputs.len() {
-            bail!(
-                Value,
-                "backward of {} returned {} gradients for {} saved tensor inputs",
-                describe_node(node),
-                grads.len(),
-                inputs.len()
-            );
-        }
         let producers = plan.producers_of(step);
-        for (j, (gi, (input, _))) in grads.into_iter().zip(inputs.iter()).enumerate() {
-            let Some(gi) = gi else { continue };
-            if !input.is_differentiable() {
-                continue;
-            }
-            let gi = gradient::buffer_for(input, &gi).map_err(|e| {
-                e.context(format!(
-                    "gradient for {} (recorded at {})",
-                    describe_input(node, j),
-                    node.saved().location()
-                ))
-            })?;
+        for (j, input, gi) in run_vjp(&*step.node, &g)? {
             let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
-                Sink::Collect(wanted) => wanted(input),
+                Sink::Collect(wanted) => wanted(&input),
             };
             let forward = producer.filter(|&p| plan.steps[p].useful);
             match (keep, forward) {
                 (true, Some(p)) => {
-                    staging.add(input, gi.clone())?;
+                    staging.add(&input, gi.clone())?;
                     accumulate(&mut cotangents[p], gi)?;
                 }
-                (true, None) => staging.add(input, gi)?,
+                (true, None) => staging.add(&input, gi)?,
                 (false, Some(p)) => accumulate(&mut cotangents[p], gi)?,
                 (false, None) => {}
             }
@@ -349,8 +321,47 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Runs `node`'s VJP for cotangent `g`: checks its saved inputs' versions, runs its backward
+/// with graph construction disabled, checks the gradient count and validates each gradient
+/// against its input (spec: cotangent layouts must address the target exactly). Returns
+/// `(input index, input, gradient in the input's gradient-buffer layout)` for every
+/// differentiable input that received one.
+pub(crate) fn run_vjp(node: &dyn Operation, g: &Tensor) -> Result<Vec<(usize, Tensor, Tensor)>> {
+    let inputs = checked_inputs(node)?;
+    let grads = {
+        let _guard = no_grad();
+        node.backward(g)
+            .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
+    };
+    if grads.len() != inputs.len() {
+        bail!(
+            Value,
+            "backward of {} returned {} gradients for {} saved tensor inputs",
+            describe_node(node),
+            grads.len(),
+            inputs.len()
+        );
+    }
+    let mut out = Vec::with_capacity(inputs.len());
+    for (j, (gi, (input, _))) in grads.into_iter().zip(inputs.iter()).enumerate() {
+        let Some(gi) = gi else { continue };
+        if !input.is_differentiable() {
+            continue;
+        }
+        let gi = gradient::buffer_for(input, &gi).map_err(|e| {
+            e.context(format!(
+                "gradient for {} (recorded at {})",
+                describe_input(node, j),
+                node.saved().location()
+            ))
+        })?;
+        out.push((j, input.clone(), gi));
+    }
+    Ok(out)
+}
+
 /// The node's saved inputs, after checking that none was modified since the forward pass.
-fn checked_inputs(node: &dyn crate::op::Operation) -> Result<SavedInputs> {
+fn checked_inputs(node: &dyn Operation) -> Result<SavedInputs> {
     let checked = node.saved().with(node.name(), |s| {
         for (i, (t, snap)) in s.inputs.iter().enumerate() {
             if let Some(change) = snap.first_change(t) {

@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use crate::engine::run_vjp;
 use crate::error::{bail, ensure, Result};
-use crate::grad_mode::no_grad;
 use crate::gradient;
 use crate::op::{describe_input, describe_node, Node as OpNode, Operation};
 use crate::tensor::Tensor;
@@ -203,7 +203,7 @@ impl Lowered {
         let vjp = {
             let op = op.clone();
             let parents = parents.clone();
-            move |g: &Tensor| operation_vjp(&*op, &inputs, &parents, g)
+            move |g: &Tensor| operation_vjp(&*op, &parents, g)
         };
         let node = Node::new(value.clone(), parents, vjp)
             .named(op.name())
@@ -217,60 +217,15 @@ impl Lowered {
     }
 }
 
-/// The VJP of a lowered operation node: version checks, the operation's backward under
-/// `no_grad`, then one validated contribution per differentiable input that received one.
+/// The VJP of a lowered operation node: the engine's own step (version checks, backward under
+/// `no_grad`, count and layout validation), with contributions addressed to tape ids.
 fn operation_vjp(
     op: &dyn Operation,
-    inputs: &[Tensor],
     parents: &[usize],
     g: &Tensor,
 ) -> Result<Vec<(usize, Tensor)>> {
-    check_versions(op)?;
-    let grads = {
-        let _guard = no_grad();
-        op.backward(g)?
-    };
-    ensure!(
-        grads.len() == inputs.len(),
-        Value,
-        "backward of {} returned {} gradients for {} saved tensor inputs",
-        describe_node(op),
-        grads.len(),
-        inputs.len()
-    );
-    let mut out = Vec::with_capacity(inputs.len());
-    for (j, (gi, input)) in grads.into_iter().zip(inputs).enumerate() {
-        let Some(gi) = gi else { continue };
-        if !input.is_differentiable() {
-            continue;
-        }
-        let gi = gradient::buffer_for(input, &gi).map_err(|e| {
-            e.context(format!(
-                "gradient for {} (recorded at {})",
-                describe_input(op, j),
-                op.saved().location()
-            ))
-        })?;
-        out.push((parents[j], gi));
-    }
-    Ok(out)
-}
-
-/// Refuses to run a node whose saved inputs were modified in place since the forward pass.
-fn check_versions(op: &dyn Operation) -> Result<()> {
-    let change = op.saved().with(&describe_node(op), |s| {
-        s.inputs
-            .iter()
-            .enumerate()
-            .find_map(|(i, (t, snap))| snap.first_change(t).map(|c| (i, c)))
-    })?;
-    match change {
-        Some((i, (id, saved, now))) => bail!(
-            Runtime,
-            "in-place modification of {} (recorded at {}): {id} is at version {now} but the forward pass saved version {saved}; run backward before mutating saved tensors",
-            describe_input(op, i),
-            op.saved().location()
-        ),
-        None => Ok(()),
-    }
+    Ok(run_vjp(op, g)?
+        .into_iter()
+        .map(|(j, _, gi)| (parents[j], gi))
+        .collect())
 }
