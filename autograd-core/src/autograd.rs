@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::engine::{propagate, Plan, PtrMap, Sink, Staging};
+use crate::engine::{propagate, Claim, Plan, PtrMap, Sink, Staging};
 use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
@@ -115,8 +115,7 @@ impl Tensor {
             staging.add(self, cotangent.clone())?;
         }
         let plan = Plan::discover(&root)?;
-        propagate(&plan, cotangent, &Sink::Accumulate, &mut staging)?;
-        plan.settle(retain_graph, || staging.commit())
+        accumulate_from(&plan, cotangent, staging, retain_graph)
     }
 
     fn unit_cotangent(&self) -> Result<Tensor> {
@@ -145,9 +144,31 @@ pub fn backwards_traversal(
 ) -> Result<()> {
     let Some(root) = operation else { return Ok(()) };
     let plan = Plan::discover(root)?;
-    let mut staging = Staging::default();
-    propagate(&plan, gradient.clone(), &Sink::Accumulate, &mut staging)?;
-    plan.settle(retain_graph, || staging.commit())
+    accumulate_from(&plan, gradient.clone(), Staging::default(), retain_graph)
+}
+
+/// Propagates `cotangent` through `plan` into `staging`, commits it to `.grad`, and (unless
+/// `retain_graph`) releases the graph; on any error nothing is committed or released.
+fn accumulate_from(
+    plan: &Plan,
+    cotangent: Tensor,
+    mut staging: Staging,
+    retain_graph: bool,
+) -> Result<()> {
+    let mut claim = (!retain_graph).then(|| Claim::new(plan));
+    propagate(
+        plan,
+        cotangent,
+        &Sink::Accumulate,
+        &mut staging,
+        claim.as_mut(),
+    )?;
+    if let Some(claim) = &mut claim {
+        claim.rest()?;
+    }
+    staging.commit()?;
+    claim.map(Claim::finish);
+    Ok(())
 }
 
 /// Options of [`grad`].
@@ -201,33 +222,39 @@ pub fn grad(
         }
         None => None,
     };
+    // The graph is released once, by the last of the K runs.
+    let mut claim = plan
+        .as_ref()
+        .filter(|_| !options.retain_graph)
+        .map(Claim::new);
+    let last = batch.len().saturating_sub(1);
     let mut runs = Vec::with_capacity(batch.len());
-    for cot in batch {
+    for (k, cot) in batch.into_iter().enumerate() {
         let mut staging = Staging::default();
         if wanted(output) {
             staging.add(output, cot.clone())?;
         }
         if let Some(plan) = &plan {
-            propagate(plan, cot, &Sink::Collect(&wanted), &mut staging)?;
+            let claim = claim.as_mut().filter(|_| k == last);
+            propagate(plan, cot, &Sink::Collect(&wanted), &mut staging, claim)?;
         }
         runs.push(staging.finish()?);
     }
-    let collect = || {
-        inputs
-            .iter()
-            .map(|t| {
-                if options.batched {
-                    stack(t, &runs)
-                } else {
-                    single(t, &runs[0])
-                }
-            })
-            .collect::<Result<Vec<_>>>()
-    };
-    match &plan {
-        Some(plan) => plan.settle(options.retain_graph, collect),
-        None => collect(),
+    if let Some(claim) = &mut claim {
+        claim.rest()?;
     }
+    let results = inputs
+        .iter()
+        .map(|t| {
+            if options.batched {
+                stack(t, &runs)
+            } else {
+                single(t, &runs[0])
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    claim.map(Claim::finish);
+    Ok(results)
 }
 
 fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {

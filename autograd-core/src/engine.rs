@@ -170,43 +170,67 @@ impl Plan {
         Ok(())
     }
 
-    /// Runs `commit`, then (unless `retain_graph`) releases every reached node. The nodes are
-    /// claimed before `commit` runs, so that of two traversals racing over one graph only one
-    /// can commit; if `commit` fails, or another traversal released a node first, every node is
-    /// restored and nothing is released.
-    pub(crate) fn settle<R>(
-        &self,
-        retain_graph: bool,
-        commit: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        if retain_graph {
-            return commit();
-        }
-        let mut taken = Vec::with_capacity(self.steps.len());
-        for step in &self.steps {
-            if let Some(saved) = step.node.saved().take() {
-                taken.push(saved);
-            } else {
-                let err = step.node.saved().released_error(step.node.name());
-                self.restore(taken);
-                return Err(err);
-            }
-        }
-        match commit() {
-            Ok(r) => {
-                drop(taken);
-                Ok(r)
-            }
-            Err(e) => {
-                self.restore(taken);
-                Err(e)
-            }
+    fn len(&self) -> usize {
+        self.steps.len()
+    }
+}
+
+/// A plan's nodes claimed by a traversal that will release the graph: each node's saved state
+/// is taken right after its VJP ran (while its memory is still hot), the rest before the
+/// commit, so that of two traversals racing over one graph only one commits. Finishing drops
+/// what was taken (the release); dropping an unfinished claim puts every node's state back, so
+/// a failed traversal releases nothing.
+pub(crate) struct Claim<'p> {
+    plan: &'p Plan,
+    taken: Vec<(u32, Saved)>,
+    claimed: Vec<bool>,
+    finished: bool,
+}
+
+impl<'p> Claim<'p> {
+    pub(crate) fn new(plan: &'p Plan) -> Claim<'p> {
+        Claim {
+            plan,
+            taken: Vec::with_capacity(plan.len()),
+            claimed: vec![false; plan.len()],
+            finished: false,
         }
     }
 
-    fn restore(&self, taken: Vec<Saved>) {
-        for (step, saved) in self.steps.iter().zip(taken) {
-            step.node.saved().restore(saved);
+    /// Takes step `i`'s saved state; fails if another traversal released it first.
+    fn take(&mut self, i: u32) -> Result<()> {
+        let node = &self.plan.steps[i as usize].node;
+        let Some(saved) = node.saved().take() else {
+            return Err(node.saved().released_error(node.name()));
+        };
+        self.taken.push((i, saved));
+        self.claimed[i as usize] = true;
+        Ok(())
+    }
+
+    /// Takes every step not taken yet (nodes that received no cotangent or were pruned).
+    pub(crate) fn rest(&mut self) -> Result<()> {
+        for i in 0..self.plan.len() {
+            if !self.claimed[i] {
+                self.take(index_u32(i)?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the graph released: the taken state is dropped.
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        for (i, saved) in self.taken.drain(..) {
+            self.plan.steps[i as usize].node.saved().restore(saved);
         }
     }
 }
@@ -276,6 +300,7 @@ pub(crate) fn propagate(
     root_cotangent: Tensor,
     sink: &Sink<'_>,
     staging: &mut Staging,
+    mut claim: Option<&mut Claim<'_>>,
 ) -> Result<()> {
     let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.steps.len());
     cotangents.resize_with(plan.steps.len(), || None);
@@ -292,7 +317,11 @@ pub(crate) fn propagate(
         }
         let g = g.into_tensor()?;
         let producers = plan.producers_of(step);
-        for (j, input, gi) in run_vjp(&*step.node, &g)? {
+        let grads = run_vjp(&*step.node, &g)?;
+        if let Some(claim) = claim.as_deref_mut() {
+            claim.take(i)?;
+        }
+        for (j, input, gi) in grads {
             let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
