@@ -167,7 +167,9 @@ fn accumulate_from(
         claim.rest()?;
     }
     staging.commit()?;
-    claim.map(Claim::finish);
+    if let Some(claim) = claim {
+        claim.finish();
+    }
     Ok(())
 }
 
@@ -253,7 +255,9 @@ pub fn grad(
             }
         })
         .collect::<Result<Vec<_>>>()?;
-    claim.map(Claim::finish);
+    if let Some(claim) = claim {
+        claim.finish();
+    }
     Ok(results)
 }
 
