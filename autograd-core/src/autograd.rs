@@ -74,6 +74,17 @@ impl Tensor {
         self.state().ctx.clone()
     }
 
+    /// The producing node, and whether the edge being followed is the only way to reach it:
+    /// this handle is the tensor's only one (held by the consumer being visited) and the
+    /// tensor is the node's only holder. No new path to the node can appear without another
+    /// handle, so a traversal may then skip its duplicate check.
+    pub(crate) fn producer(&self) -> Option<(Node, bool)> {
+        let state = self.state();
+        let node = state.ctx.as_ref()?;
+        let sole = Arc::strong_count(&self.0) == 1 && Arc::strong_count(node) == 1;
+        Some((node.clone(), sole))
+    }
+
     /// Assigns the autograd node. `None` always succeeds; a node needs a differentiable tensor.
     pub fn set_autograd_ctx(&self, ctx: Option<Node>) -> Result<()> {
         if ctx.is_some() {

@@ -95,16 +95,21 @@ impl Plan {
             let first = producers.len();
             node.saved().with(node.name(), |s| -> Result<()> {
                 for (t, _) in s.inputs.iter() {
-                    let Some(child) = t.autograd_ctx() else {
+                    let Some((child, sole)) = t.producer() else {
                         producers.push(NO_PRODUCER);
                         continue;
                     };
+                    // A node reachable only through this edge needs no duplicate check (the
+                    // index is a random access per node; chains rarely need it).
                     let key = node_key(&child);
-                    let j = if let Some(&j) = index.get(&key) {
+                    let known = if sole { None } else { index.get(&key).copied() };
+                    let j = if let Some(j) = known {
                         j
                     } else {
                         let j = index_u32(steps.len())?;
-                        index.insert(key, j);
+                        if !sole {
+                            index.insert(key, j);
+                        }
                         steps.push(Step {
                             node: child,
                             first: 0,
