@@ -285,7 +285,7 @@ impl Staging {
             let guard = t.state();
             let class = t.part_carrier(0);
             let value = match &guard.grad {
-                Some(old) => gradient::add(&gradient::detached_copy(g, class)?, old)?,
+                Some(old) => gradient::add(g, old, class)?,
                 None => gradient::detached_copy(g, class)?,
             };
             new.push(value);

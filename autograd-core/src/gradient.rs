@@ -106,8 +106,9 @@ fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Resu
     )
 }
 
-/// `a + b` elementwise in logical order, in `a`'s layout and fresh storage of `a`'s class.
-pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+/// `a + b` elementwise in logical order, in `a`'s layout and fresh storage of `class`'s
+/// implementation class.
+pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     ensure!(
         a.shape() == b.shape(),
         Value,
@@ -115,10 +116,9 @@ pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         a.shape(),
         b.shape()
     );
-    let class = a.part_carrier(0);
     let single = a.subtensor_count() == 1 && b.subtensor_count() == 1;
     if single && a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
-        if let (Some(ca), Some(cb)) = (class.as_cpu(), b.part_carrier(0).as_cpu()) {
+        if let (Some(ca), Some(cb)) = (a.part_carrier(0).as_cpu(), b.part_carrier(0).as_cpu()) {
             let sum = ca.with_slice::<f32, _>(|x| {
                 cb.with_slice::<f32, _>(|y| add_slots(a.layout(), x, y))
             })???;

@@ -156,7 +156,7 @@ impl GradValue for Tensor {
     }
 
     fn add(a: Self, b: Self) -> Result<Self> {
-        gradient::add(&a, &b)
+        gradient::add(&a, &b, a.part_carrier(0))
     }
 }
 
