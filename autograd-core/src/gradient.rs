@@ -106,8 +106,8 @@ fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Resu
     )
 }
 
-/// `a + b` elementwise in logical order, in `a`'s layout and fresh storage of `class`'s
-/// implementation class.
+/// `a + b` elementwise in logical order, in `a`'s layout (the canonical layout of the shape
+/// when `a`'s is not injective) and fresh storage of `class`'s implementation class.
 pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     ensure!(
         a.shape() == b.shape(),
@@ -116,6 +116,17 @@ pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Te
         a.shape(),
         b.shape()
     );
+    if !a.layout().is_injective() {
+        // a broadcast summand: the sum needs a slot per position
+        let x = a.values::<f32>()?;
+        let y = b.values::<f32>()?;
+        let layout = Arc::new(Layout::canonical(a.shape().clone())?);
+        return place(
+            x.iter().zip(&y).map(|(p, q)| p + q).collect(),
+            layout,
+            class,
+        );
+    }
     let single = a.subtensor_count() == 1 && b.subtensor_count() == 1;
     if single && a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
         if let (Some(ca), Some(cb)) = (a.part_carrier(0).as_cpu(), b.part_carrier(0).as_cpu()) {

@@ -200,6 +200,14 @@ fn add_grad_dense_refuses_bad_calls() {
         kind(tape.add_grad_dense(vec![None], 1, wrong.clone())),
         ErrorKind::Value
     );
+    // a gradient array of the wrong length, with a well-shaped contribution
+    let right = ArrayD::<f64>::zeros(IxDyn(&[2]));
+    let err = tape.add_grad_dense(vec![None, None], 0, right).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Value);
+    assert!(
+        err.message().contains("length") || err.message().contains("entries"),
+        "{err}"
+    );
     assert_eq!(
         kind(tape.add_grad_dense(vec![None, None], 0, wrong)),
         ErrorKind::Value
@@ -557,4 +565,42 @@ fn tensor_tape_sweeps() {
     );
     let int_seed = Tensor::from_vec(vec![1i32, 1, 1], autograd_core::shape![3]).unwrap();
     assert_eq!(kind(tape.backward_dense(iy, int_seed)), ErrorKind::Type);
+}
+
+#[test]
+fn tensor_gradients_add_into_a_slot_per_position_even_from_a_broadcast_summand() {
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], autograd_core::shape![2])
+        .unwrap()
+        .broadcast_to(&[3, 2])
+        .unwrap();
+    let b = Tensor::from_vec(
+        vec![10.0f32, 20.0, 30.0, 40.0, 50.0, 60.0],
+        autograd_core::shape![3, 2],
+    )
+    .unwrap();
+    let sum = <Tensor as GradValue>::add(a, b).unwrap();
+    assert!(sum.layout().is_injective());
+    assert_eq!(
+        sum.values::<f32>().unwrap(),
+        vec![11.0, 22.0, 31.0, 42.0, 51.0, 62.0]
+    );
+}
+
+#[test]
+fn a_node_with_many_parents_gets_every_contribution_checked() {
+    // 50,000 leaves feeding one sum node (the parent check uses a sorted copy beyond a few
+    // parents); a contribution to a non-parent is still refused.
+    let n = 50_000;
+    let mut tape: Tape<f64> = Tape::empty();
+    for i in 0..n {
+        tape.add_node(Node::leaf(i as f64));
+    }
+    let parents: Vec<usize> = (0..n).collect();
+    let sum = tape.add_node(Node::new(0.0, parents, move |g: &f64| {
+        Ok((0..n).rev().map(|i| (i, *g)).collect())
+    }));
+    let grads = tape.backward_dense_all(sum, 2.0).unwrap();
+    assert!(grads[..n].iter().all(|&g| g == 2.0));
+    let bad = tape.add_node(Node::new(0.0, vec![sum], |g: &f64| Ok(vec![(0, *g)])));
+    assert_eq!(kind(tape.backward_dense_all(bad, 1.0)), ErrorKind::Value);
 }

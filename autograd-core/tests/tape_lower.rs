@@ -162,10 +162,39 @@ fn non_differentiable_leaves_get_no_gradient() {
     // An Int32 leaf saved as an input: it does not require a gradient.
     let x = t(&[1.0, 2.0]);
     let k = Tensor::from_vec(vec![1i32, 2], Shape::from(&[2usize][..])).unwrap();
-    let y = record(t(&[0.0, 0.0]), &[&x, &k], Vec::new(), |saved| Mul { saved });
+    let y = record(t(&[0.0, 0.0]), &[&x, &k], Vec::new(), |saved| ScaleBy {
+        saved,
+    });
     let lowered = Tape::lower(&y).unwrap();
     let ik = lowered.id_of(&k).unwrap();
     assert!(!lowered.tape().node(ik).unwrap().requires_grad);
+    // the sweep gives x its gradient and k nothing
+    let all = lowered.backward_all(&t(&[1.0, 1.0])).unwrap();
+    assert_eq!(vals(&all[lowered.id_of(&x).unwrap()]), vec![1.0, 2.0]);
+    assert_eq!(vals(&all[ik]), vec![0.0, 0.0]);
+}
+
+/// `x * k` for a Float32 `x` and an Int32 `k`: a gradient only for `x`.
+struct ScaleBy {
+    saved: SavedState,
+}
+
+impl Operation for ScaleBy {
+    fn name(&self) -> &'static str {
+        "scale_by"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let (x, k) = self.saved.with("scale_by", |s| {
+            (s.inputs[0].0.clone(), s.inputs[1].0.clone())
+        })?;
+        let gv = g.values::<f32>()?;
+        let kv = k.values::<i32>()?;
+        let gx = gv.iter().zip(&kv).map(|(g, k)| g * *k as f32).collect();
+        Ok(vec![Some(x.f32_like(gx)?), None])
+    }
 }
 
 #[test]

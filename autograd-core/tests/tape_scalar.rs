@@ -305,6 +305,68 @@ fn mixing_tapes_panics() {
 }
 
 #[test]
+fn gradients_know_their_tape_and_recording() {
+    let mut tape = ScalarTape::new();
+    let (x, y) = {
+        let x = tape.var(2.0);
+        let y = x * x;
+        (x.id(), y.id())
+    };
+    let _ = (x, y);
+    // a node recorded after the sweep's output has gradient zero
+    {
+        let x = tape.var(3.0);
+        let y = x * x;
+        let g = tape.gradients(y);
+        let z = y.sin();
+        assert_eq!(g[x], 6.0);
+        assert_eq!(g[z], 0.0);
+    }
+    let stale = {
+        let x = tape.var(1.0);
+        tape.gradients(x * 2.0)
+    };
+    tape.clear();
+    let a = tape.var(5.0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stale[a]));
+    assert!(
+        result.is_err(),
+        "gradients of a cleared recording refuse new Vars"
+    );
+    let other = ScalarTape::new();
+    let b = other.var(1.0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stale.wrt(b)));
+    assert!(result.is_err(), "gradients refuse a Var of another tape");
+}
+
+#[test]
+fn powi_of_the_most_negative_exponent_has_a_finite_slope() {
+    let tape = ScalarTape::new();
+    let x = tape.var(2.0);
+    let y = x.powi(i32::MIN);
+    let g = tape.gradients(y)[x];
+    assert!(g.is_finite() && g.abs() < 1e-300, "{g}");
+}
+
+#[test]
+fn ops_on_constants_alone_require_no_gradient() {
+    let tape = ScalarTape::new();
+    let x = tape.var(3.0);
+    let c = tape.constant(2.0);
+    let d = c.sin();
+    let y = d * x;
+    let g = tape.gradients(y);
+    assert_eq!(g[d], 0.0, "d depends on constants only");
+    assert_eq!(g[c], 0.0);
+    assert!((g[x] - 2.0f64.sin()).abs() < 1e-15);
+    let generic = tape.to_tape();
+    assert!(!generic.node(d.id()).unwrap().requires_grad);
+    assert!(generic.node(y.id()).unwrap().requires_grad);
+    let all = generic.backward_dense_all(y.id(), 1.0).unwrap();
+    assert_eq!(all, g.into_vec());
+}
+
+#[test]
 fn t1_chain_gradient_and_bench() {
     // y_0 = x, y_k = 0.999 y_{k-1} + x: dy_n/dx = sum_{k=0}^{n} 0.999^k.
     let tape = ScalarTape::with_capacity(2001);
@@ -316,7 +378,6 @@ fn t1_chain_gradient_and_bench() {
     assert_eq!(tape.len(), 2001);
     let expected = (1.0 - 0.999f64.powi(1001)) / (1.0 - 0.999);
     assert!((tape.gradients(y)[x] - expected).abs() < 1e-9);
-    assert!(bench_t1(1000) > std::time::Duration::ZERO);
     assert!(format!("{tape:?} {x:?}").contains("2001 nodes"));
 }
 

@@ -31,6 +31,7 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::ops::{Add, AddAssign, Div, DivAssign, Index, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Node, Tape};
@@ -166,12 +167,36 @@ fn vjp(op: Op, g: f64, out: f64, val: impl Fn(u32) -> f64) -> Contrib {
         Op::Tanh(a) => Contrib::One(a, g * (1.0 - out * out)),
         // d(x^0) = 0 (x^-1 would be singular at x = 0)
         Op::Powi(a, 0) => Contrib::One(a, g * 0.0),
-        Op::Powi(a, n) => Contrib::One(a, g * f64::from(n) * val(a).powi(n - 1)),
+        Op::Powi(a, n) => {
+            let slope = match n.checked_sub(1) {
+                Some(m) => val(a).powi(m),
+                None => val(a).powf(f64::from(n) - 1.0),
+            };
+            Contrib::One(a, g * f64::from(n) * slope)
+        }
         // singular at x = 0: 1/(2 * 0)
         Op::Sqrt(a) => Contrib::One(a, g * 0.5 / out),
         // relu'(0) = 0
         Op::Relu(a) => Contrib::One(a, if val(a) > 0.0 { g } else { 0.0 }),
     }
+}
+
+/// Whether each node requires a gradient: inputs do, constants do not, and every op inherits
+/// the disjunction of its parents' flags.
+fn needs_grad(nodes: &[Entry]) -> Vec<bool> {
+    let mut needs: Vec<bool> = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let flag = match node.op {
+            Op::Var => true,
+            Op::Const => false,
+            op => {
+                let (ids, n) = op.parents();
+                ids[..n].iter().any(|&p| needs[p as usize])
+            }
+        };
+        needs.push(flag);
+    }
+    needs
 }
 
 /// The optional-gradient array of the sweep in two flat parts: `adj[i]` is meaningful once
@@ -237,9 +262,23 @@ impl Inner {
 ///
 /// Reuse one tape across iterations of an optimisation loop with [`clear`](ScalarTape::clear),
 /// which keeps the allocated capacity.
-#[derive(Default)]
 pub struct ScalarTape {
     inner: RefCell<Inner>,
+    /// Unique for the life of the process, so gradients know the tape they came from.
+    id: u64,
+    /// Bumped by [`clear`](ScalarTape::clear), so gradients of a cleared recording are refused.
+    generation: u64,
+}
+
+impl Default for ScalarTape {
+    fn default() -> Self {
+        ScalarTape::with_capacity(0)
+    }
+}
+
+fn next_tape_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl fmt::Debug for ScalarTape {
@@ -278,6 +317,8 @@ impl ScalarTape {
                 nodes: Vec::with_capacity(nodes),
                 has_constants: false,
             }),
+            id: next_tape_id(),
+            generation: 0,
         }
     }
 
@@ -296,6 +337,7 @@ impl ScalarTape {
         let inner = self.inner.get_mut();
         inner.nodes.clear();
         inner.has_constants = false;
+        self.generation += 1;
     }
 
     /// A new input that requires a gradient.
@@ -341,45 +383,61 @@ impl ScalarTape {
         let out = output.id;
         let mut adj = Adjoints::new(nodes.len());
         adj.accumulate(out, seed);
-        for i in (0..=out as usize).rev() {
-            let Some(g) = adj.get(i) else { continue };
-            let node = nodes[i];
-            match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
-                Contrib::None => {}
-                Contrib::One(a, ca) => adj.accumulate(a, ca),
-                Contrib::Two(a, ca, b, cb) => {
-                    adj.accumulate(a, ca);
-                    adj.accumulate(b, cb);
-                }
-            }
-        }
-        let mut grads = adj.adj;
         if inner.has_constants {
-            // Constants do not require a gradient: the generic sweep accumulates nothing there
-            // (but keeps the seed of a constant output).
-            for (g, node) in grads.iter_mut().zip(nodes) {
-                if matches!(node.op, Op::Const) {
-                    *g = 0.0;
+            // Nodes computed from constants alone do not require a gradient (a node inherits
+            // the disjunction of its parents' flags): they neither run their VJP nor receive
+            // contributions, as in the generic sweep; a seed placed on one is kept.
+            let needs = needs_grad(nodes);
+            for i in (0..=out as usize).rev() {
+                let Some(g) = adj.get(i).filter(|_| needs[i]) else {
+                    continue;
+                };
+                let node = nodes[i];
+                let mut add = |a: u32, c: f64| {
+                    if needs[a as usize] {
+                        adj.accumulate(a, c);
+                    }
+                };
+                match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
+                    Contrib::None => {}
+                    Contrib::One(a, ca) => add(a, ca),
+                    Contrib::Two(a, ca, b, cb) => {
+                        add(a, ca);
+                        add(b, cb);
+                    }
                 }
             }
-            if matches!(nodes[out as usize].op, Op::Const) {
-                grads[out as usize] = seed;
+        } else {
+            for i in (0..=out as usize).rev() {
+                let Some(g) = adj.get(i) else { continue };
+                let node = nodes[i];
+                match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
+                    Contrib::None => {}
+                    Contrib::One(a, ca) => adj.accumulate(a, ca),
+                    Contrib::Two(a, ca, b, cb) => {
+                        adj.accumulate(a, ca);
+                        adj.accumulate(b, cb);
+                    }
+                }
             }
         }
+        let grads = adj.adj;
         Gradients {
-            tape: std::ptr::from_ref(self) as usize,
+            tape: (self.id, self.generation),
             grads,
         }
     }
 
     /// The equivalent generic tape: one [`Node`] per recorded op, with the same values, names
-    /// (`"sin"`, `"mul_const"`, ...), parents and VJP; constants do not require a gradient.
+    /// (`"sin"`, `"mul_const"`, ...), parents and VJP; constants, and ops on constants alone,
+    /// do not require a gradient.
     /// `backward_dense_all` on it gives exactly what [`gradients`](ScalarTape::gradients) gives.
     pub fn to_tape(&self) -> Tape<f64> {
         let inner = self.inner.borrow();
         let mut tape = Tape::empty();
         let value_of = |id: u32| inner.nodes.get(id as usize).map_or(0.0, |n| n.value);
-        for &Entry { value, op } in &inner.nodes {
+        let needs = needs_grad(&inner.nodes);
+        for (i, &Entry { value, op }) in inner.nodes.iter().enumerate() {
             let (ids, n) = op.parents();
             let known = [(ids[0], value_of(ids[0])), (ids[1], value_of(ids[1]))];
             let parents = ids[..n].iter().map(|&p| p as usize).collect();
@@ -394,7 +452,7 @@ impl ScalarTape {
                 Ok(vjp(op, *g, value, val).to_vec())
             })
             .named(op.name())
-            .with_requires_grad(!matches!(op, Op::Const));
+            .with_requires_grad(needs[i]);
             tape.add_node(node);
         }
         tape
@@ -534,8 +592,8 @@ binary_ops!(Div, div, DivAssign, div_assign, /, Div, |a, c| Op::DivConst(a, c), 
 /// [`as_slice`](Gradients::as_slice)).
 #[derive(Clone, PartialEq)]
 pub struct Gradients {
-    /// The address of the tape that produced them, to refuse a `Var` of another tape.
-    tape: usize,
+    /// The tape and recording that produced them, to refuse a `Var` of another.
+    tape: (u64, u64),
     grads: Vec<f64>,
 }
 
@@ -546,18 +604,23 @@ impl fmt::Debug for Gradients {
 }
 
 impl Gradients {
-    /// The gradient with respect to `v`.
+    /// The gradient with respect to `v`: zero for a node recorded after the sweep's output.
     ///
     /// # Panics
     ///
-    /// If `v` belongs to another tape.
+    /// If `v` belongs to another tape, or to a recording of this tape made after a `clear`.
     #[inline]
     pub fn wrt(&self, v: Var<'_>) -> f64 {
+        *self.slot(v)
+    }
+
+    #[inline]
+    fn slot(&self, v: Var<'_>) -> &f64 {
         assert!(
-            std::ptr::from_ref(v.tape) as usize == self.tape,
-            "Gradients::wrt: the Var belongs to another ScalarTape"
+            (v.tape.id, v.tape.generation) == self.tape,
+            "Gradients: the Var belongs to another ScalarTape (or to a later recording of this one)"
         );
-        self.grads[v.id as usize]
+        self.grads.get(v.id as usize).unwrap_or(&0.0)
     }
 
     /// One gradient per node id.
@@ -575,11 +638,7 @@ impl Index<Var<'_>> for Gradients {
     type Output = f64;
     #[inline]
     fn index(&self, v: Var<'_>) -> &f64 {
-        assert!(
-            std::ptr::from_ref(v.tape) as usize == self.tape,
-            "Gradients: the Var belongs to another ScalarTape"
-        );
-        &self.grads[v.id as usize]
+        self.slot(v)
     }
 }
 
