@@ -322,26 +322,25 @@ pub(crate) fn propagate(
         }
         let g = g.into_tensor()?;
         let producers = plan.producers_of(step);
-        let grads = run_vjp(&*step.node, &g)?;
-        if let Some(claim) = claim.as_deref_mut() {
-            claim.take(i)?;
-        }
-        for (j, input, gi) in grads {
+        run_vjp(&*step.node, &g, |j, input, gi| {
             let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
-                Sink::Collect(wanted) => wanted(&input),
+                Sink::Collect(wanted) => wanted(input),
             };
             let forward = producer.filter(|&p| plan.steps[p].useful);
             match (keep, forward) {
                 (true, Some(p)) => {
-                    staging.add(&input, gi.clone())?;
-                    accumulate(&mut cotangents[p], gi)?;
+                    staging.add(input, gi.clone())?;
+                    accumulate(&mut cotangents[p], gi)
                 }
-                (true, None) => staging.add(&input, gi)?,
-                (false, Some(p)) => accumulate(&mut cotangents[p], gi)?,
-                (false, None) => {}
+                (true, None) => staging.add(input, gi),
+                (false, Some(p)) => accumulate(&mut cotangents[p], gi),
+                (false, None) => Ok(()),
             }
+        })?;
+        if let Some(claim) = claim.as_deref_mut() {
+            claim.take(i)?;
         }
     }
     Ok(())
@@ -357,10 +356,14 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 
 /// Runs `node`'s VJP for cotangent `g`: checks its saved inputs' versions, runs its backward
 /// with graph construction disabled, checks the gradient count and validates each gradient
-/// against its input (spec: cotangent layouts must address the target exactly). Returns
-/// `(input index, input, gradient in the input's gradient-buffer layout)` for every
+/// against its input (spec: cotangent layouts must address the target exactly). Hands
+/// `(input index, input, gradient in the input's gradient-buffer layout)` to `each` for every
 /// differentiable input that received one.
-pub(crate) fn run_vjp(node: &dyn Operation, g: &Tensor) -> Result<Vec<(usize, Tensor, Tensor)>> {
+pub(crate) fn run_vjp(
+    node: &dyn Operation,
+    g: &Tensor,
+    mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
+) -> Result<()> {
     let inputs = checked_inputs(node)?;
     let grads = {
         let _guard = no_grad();
@@ -376,7 +379,6 @@ pub(crate) fn run_vjp(node: &dyn Operation, g: &Tensor) -> Result<Vec<(usize, Te
             inputs.len()
         );
     }
-    let mut out = Vec::with_capacity(inputs.len());
     for (j, (gi, (input, _))) in grads.into_iter().zip(inputs.iter()).enumerate() {
         let Some(gi) = gi else { continue };
         if !input.is_differentiable() {
@@ -389,9 +391,9 @@ pub(crate) fn run_vjp(node: &dyn Operation, g: &Tensor) -> Result<Vec<(usize, Te
                 node.saved().location()
             ))
         })?;
-        out.push((j, input.clone(), gi));
+        each(j, input, gi)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The node's saved inputs, after checking that none was modified since the forward pass.

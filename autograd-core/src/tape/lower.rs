@@ -224,8 +224,10 @@ fn operation_vjp(
     parents: &[usize],
     g: &Tensor,
 ) -> Result<Vec<(usize, Tensor)>> {
-    Ok(run_vjp(op, g)?
-        .into_iter()
-        .map(|(j, _, gi)| (parents[j], gi))
-        .collect())
+    let mut out = Vec::with_capacity(parents.len());
+    run_vjp(op, g, |j, _, gi| {
+        out.push((parents[j], gi));
+        Ok(())
+    })?;
+    Ok(out)
 }
