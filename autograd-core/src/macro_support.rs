@@ -4,6 +4,7 @@
 //! Besides re-exports, this holds the small runtime checks every generated node shares, so the
 //! expansion stays short and the messages are written once.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::dtype::DType;
@@ -101,3 +102,46 @@ pub fn missing_residual(op: &str, name: &str) -> Error {
         "the forward body of {op} returned before computing its residual `{name}`; compute residuals before any early `return`"
     ))
 }
+
+/// A compile-time check that a parameter or residual the macro treats as a plain value is not a
+/// [`Tensor`] under another name (`use autograd_core::Tensor as T`, `type T = Tensor`). The
+/// macro recognises tensors by the type name `Tensor`, so such a value would silently be neither
+/// saved nor version-checked.
+///
+/// Generated code calls `NotTensor::<X>::NEW.check::<X>()` with [`NotTensorFallback`] in
+/// scope. Method resolution prefers the inherent `check`, which exists only for
+/// `NotTensor<Tensor>` and whose bound [`TensorWrittenAsTensor`] nothing implements; for any
+/// other `X`, generic parameters included, the trait's no-op is the only candidate.
+pub struct NotTensor<X: ?Sized>(PhantomData<fn() -> PhantomData<X>>);
+
+impl<X: ?Sized> std::fmt::Debug for NotTensor<X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NotTensor")
+    }
+}
+
+impl<X: ?Sized> NotTensor<X> {
+    /// The probe value.
+    pub const NEW: Self = NotTensor(PhantomData);
+}
+
+impl NotTensor<Tensor> {
+    /// Fails to compile: `Tensor` reached the macro under another name.
+    pub fn check<X: ?Sized + TensorWrittenAsTensor>(&self) {}
+}
+
+/// The no-op [`NotTensor::check`] of every type that is not `Tensor`.
+pub trait NotTensorFallback {
+    /// Compiles to nothing.
+    fn check<X: ?Sized>(&self) {}
+}
+
+impl<X: ?Sized> NotTensorFallback for NotTensor<X> {}
+
+/// Implemented by no type: the unsatisfiable bound that carries the message.
+#[diagnostic::on_unimplemented(
+    message = "this type is `Tensor` under another name, which #[differentiable] does not recognise",
+    label = "#[differentiable] would treat this tensor as a plain value: neither saved nor version-checked",
+    note = "#[differentiable] recognises tensors by the type name `Tensor`: import `autograd_core::Tensor` without renaming it and write `&Tensor` or `Tensor`"
+)]
+pub trait TensorWrittenAsTensor {}

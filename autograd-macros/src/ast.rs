@@ -107,13 +107,24 @@ pub(crate) enum Grads<'a> {
 }
 
 impl<'a> Grads<'a> {
-    /// The written gradient types, one per entry of the result, when they can be counted.
-    pub(crate) fn elements(&self) -> Option<Vec<&'a Type>> {
+    /// The number of gradients written, when it can be counted. An array's length is read,
+    /// never materialised: `[Option<Tensor>; 1000000000000]` is just a wrong count.
+    pub(crate) fn count(&self) -> Option<usize> {
         match *self {
-            Grads::Tuple(t) => Some(t.elems.iter().collect()),
-            Grads::Array(a, Some(n)) => Some(vec![&*a.elem; n]),
-            Grads::Single(t) => Some(vec![t]),
+            Grads::Tuple(t) => Some(t.elems.len()),
+            Grads::Array(_, Some(n)) => Some(n),
+            Grads::Single(_) => Some(1),
             Grads::Array(_, None) | Grads::Missing => None,
+        }
+    }
+
+    /// The written type of gradient `i` (every entry of an array has the same).
+    pub(crate) fn element(&self, i: usize) -> Option<&'a Type> {
+        match *self {
+            Grads::Tuple(t) => t.elems.iter().nth(i),
+            Grads::Array(a, Some(n)) if i < n => Some(&a.elem),
+            Grads::Single(t) if i == 0 => Some(t),
+            _ => None,
         }
     }
 }
@@ -369,8 +380,8 @@ fn classify(ty: &Type) -> Input {
     }
 }
 
-/// Whether any path in `ty` ends in `Tensor` (a type that holds tensors).
-fn mentions_tensor(ty: &Type) -> bool {
+/// Whether any path in `ty` has a segment named `Tensor` (a type that holds tensors).
+pub(crate) fn mentions_tensor(ty: &Type) -> bool {
     struct Finder(bool);
     impl Visit<'_> for Finder {
         fn visit_path_segment(&mut self, s: &syn::PathSegment) {
@@ -387,6 +398,11 @@ fn mentions_tensor(ty: &Type) -> bool {
 
 /// `T` of a type written `Result<T>` or `Result<T, E>` (any path ending in `Result`).
 pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
+    result_types(ty).map(|(ok, _)| ok)
+}
+
+/// `(T, Some(E))` of a type written `Result<T, E>`, `(T, None)` of `Result<T>`.
+pub(crate) fn result_types(ty: &Type) -> Option<(&Type, Option<&Type>)> {
     let Type::Path(p) = ty else { return None };
     let last = p.path.segments.last()?;
     if last.ident != "Result" {
@@ -395,8 +411,14 @@ pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
     let PathArguments::AngleBracketed(args) = &last.arguments else {
         return None;
     };
-    match args.args.first()? {
+    let mut types = args.args.iter().map(|a| match a {
         GenericArgument::Type(t) => Some(t),
+        _ => None,
+    });
+    let ok = types.next()??;
+    match (types.next(), types.next()) {
+        (None, _) => Some((ok, None)),
+        (Some(Some(err)), None) => Some((ok, Some(err))),
         _ => None,
     }
 }
@@ -411,12 +433,36 @@ pub(crate) fn outer_name(ty: &Type) -> Option<String> {
     }
 }
 
+/// The array's length when it is an integer literal (saturated at `usize::MAX`).
 fn array_len(a: &TypeArray) -> Option<usize> {
     match &a.len {
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Int(n),
             ..
-        }) => n.base10_parse().ok(),
+        }) => n.base10_parse().ok().or_else(|| {
+            let digits = n.base10_digits();
+            digits
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then_some(usize::MAX)
+        }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Grads, TypeArray};
+
+    #[test]
+    fn an_array_length_is_counted_not_materialised() {
+        let a: TypeArray = syn::parse_str("[Option<Tensor>; 1000000000000000]").unwrap();
+        let grads = Grads::Array(&a, super::array_len(&a));
+        assert_eq!(grads.count(), Some(1_000_000_000_000_000));
+        assert!(grads.element(999_999_999_999_999).is_some());
+        assert!(grads.element(1_000_000_000_000_000).is_none());
+
+        let huge: TypeArray = syn::parse_str("[Option<Tensor>; 99999999999999999999999]").unwrap();
+        assert_eq!(super::array_len(&huge), Some(usize::MAX));
     }
 }

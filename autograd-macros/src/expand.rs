@@ -8,9 +8,10 @@
 
 use std::collections::HashSet;
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
+use syn::visit::Visit;
 use syn::{GenericParam, Generics, Ident, ItemFn, ReturnType, Type, WherePredicate};
 
 use crate::ast::{is_residual, is_tensor, BodyStmt, Function, Grads, Input, Param, OUTPUT};
@@ -36,7 +37,7 @@ pub(crate) fn differentiable(args: TokenStream, input: TokenStream) -> TokenStre
     valid::check(&cx, &function);
     match cx.check() {
         Ok(()) => expand(&function, &attrs),
-        Err(e) => fallback::expand(input, &e),
+        Err(e) => fallback::expand(fallback::item(&item), &e),
     }
 }
 
@@ -285,20 +286,25 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
         BodyStmt::Hoist(item) => Some(*item),
         _ => None,
     });
-    // A parameter only the VJP reads is used: by the node, not by the forward body.
-    let used_by_vjp = f
+    // A parameter the forward body need not read is used all the same: a tensor input is
+    // saved for the VJP, a captured parameter the VJP reads is stored in the node.
+    let used_elsewhere = f
         .params
         .iter()
-        .filter(|param| matches!(param.input, Input::Captured | Input::Options))
-        .filter_map(|param| param.ident)
-        .filter(|ident| wants(&ident.to_string()));
+        .filter(|param| match param.input {
+            Input::Tensor { .. } | Input::TensorSlice { .. } => true,
+            Input::Captured | Input::Options => param.ident.is_some_and(|i| wants(&i.to_string())),
+            Input::Unsupported => false,
+        })
+        .filter_map(|param| param.ident);
     let forward_fn = quote! {
-        // The public function returns `Result` whatever the body needs.
-        #[allow(clippy::unnecessary_wraps)]
+        // The public function returns `Result` whatever the body needs; the residual plumbing
+        // adds two arguments the user did not write.
+        #[allow(clippy::unnecessary_wraps, clippy::too_many_arguments)]
         fn #forward_ident #forward_generics (#(#forward_params,)* #forward_extra) #forward_output
         #forward_where
         {
-            #(let _ = &#used_by_vjp;)*
+            #(let _ = &#used_elsewhere;)*
             #(#forward_stmts)*
         }
     };
@@ -408,11 +414,17 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             let ident = vp.ident.expect("validated vjp parameter");
             let ty = vp.ty.expect("validated typed vjp parameter");
             let by_ref = matches!(ty, Type::Reference(_));
+            // Spanned by the VJP parameter's type, so a type rustc rejects (`c: f64` for a
+            // forward `c: f32`) is reported there rather than at the attribute.
+            let span = match ty {
+                Type::Reference(r) => r.elem.span(),
+                ty => ty.span(),
+            };
             let pass = |place: TokenStream| {
                 if by_ref {
-                    quote!(&#place)
+                    quote_spanned!(span=> &#place)
                 } else {
-                    quote!(::core::clone::Clone::clone(&#place))
+                    quote_spanned!(span=> ::core::clone::Clone::clone(&#place))
                 }
             };
             match source_of(ident) {
@@ -437,12 +449,15 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
                     pass(quote!(#context[#c]))
                 }
                 Source::Field { field, stored } => {
-                    if let Type::Reference(r) = ty {
+                    // Every token, the field and the forward's type included, takes the span,
+                    // or rustc would fall back to the attribute's. (Field names are not
+                    // hygienic, so the field still resolves.)
+                    respan(if let Type::Reference(r) = ty {
                         let target = &r.elem;
                         quote!(<#stored as ::core::borrow::Borrow<#target>>::borrow(&self.#field))
                     } else {
                         quote!(::core::clone::Clone::clone(&self.#field))
-                    }
+                    }, span)
                 }
                 Source::Unknown(span) => {
                     quote_spanned!(span=> ::core::compile_error!("unknown vjp parameter"))
@@ -633,7 +648,14 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
         ReturnType::Type(_, ty) => !is_tensor(ty),
         ReturnType::Default => true,
     };
-    let try_forward = forward_returns_result.then(|| quote!(?));
+    // Spanned by the return type: a `Result` whose error is not autograd_core's is reported there.
+    let try_forward = forward_returns_result.then(|| {
+        let span = match &sig.output {
+            ReturnType::Type(_, ty) => ty.span(),
+            ReturnType::Default => sig.ident.span(),
+        };
+        quote_spanned!(span=> ?)
+    });
     let take_residuals = f.residuals.iter().enumerate().map(|(i, r)| {
         let v = &residual_vars[i];
         let index = syn::Index::from(i);
@@ -697,6 +719,34 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
         let ty = param.ty;
         quote!(#ident: #ty)
     });
+    // Types the macro treats as plain values, checked at compile time not to be `Tensor` under
+    // another name (which the macro, reading names, cannot recognise).
+    let plain_types = f
+        .params
+        .iter()
+        .filter(|param| param.input == Input::Captured)
+        .map(|param| param.ty)
+        .chain(
+            f.residuals
+                .iter()
+                .filter(|r| !r.is_tensor())
+                .filter_map(|r| r.ty),
+        )
+        .map(|ty| match ty {
+            Type::Reference(r) => &*r.elem,
+            ty => ty,
+        })
+        .filter(|ty| nameable(ty))
+        .map(|ty| quote_spanned!(ty.span()=> #p::NotTensor::<#ty>::NEW.check::<#ty>();))
+        .collect::<Vec<_>>();
+    let not_tensor_checks = (!plain_types.is_empty()).then(|| {
+        quote! {
+            {
+                use #p::NotTensorFallback as _;
+                #(#plain_types)*
+            }
+        }
+    });
     let forward_call = quote! {
         let #result: #p::Tensor = {
             let __guard = #p::no_grad();
@@ -715,14 +765,16 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             #forward_fn
 
             // The macro asks for the gradients' `Option`s, and for the tuple to be spelled out
-            // (it counts it), so neither lint has a fix the user could apply.
-            #[allow(clippy::unnecessary_wraps, clippy::type_complexity)]
+            // (it counts it), and the VJP's parameters mirror the forward's plus the cotangent
+            // and the residuals, so none of these lints has a fix the user could apply.
+            #[allow(clippy::unnecessary_wraps, clippy::type_complexity, clippy::too_many_arguments)]
             #vjp_fn
 
             #node_struct
 
             #node_impl
 
+            #not_tensor_checks
             #(#clone_inputs)*
             #collect_inputs
             let #rec = #p::should_record(&#record_inputs);
@@ -733,13 +785,15 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             };
             #residual_init
             #forward_call
+            // On every path, recorded or not, the caller gets a handle of its own without a
+            // node: never an input (or its node) that the forward body handed back.
+            let #result = #p::own_result(#result);
             let ::core::option::Option::Some((#(#cap_vars,)*)) = #captures else {
                 return ::core::result::Result::Ok(#result);
             };
             if !#result.is_differentiable() {
                 return ::core::result::Result::Ok(#result);
             }
-            let #result = #p::own_result(#result);
             #(#take_residuals)*
             #context_init
             let #layout = ::core::clone::Clone::clone(#result.layout_arc());
@@ -826,6 +880,41 @@ fn turbofish(generics: &Generics) -> TokenStream {
     } else {
         quote!(::<#(#names),*>)
     }
+}
+
+/// `tokens` with every span, at any depth, set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let TokenTree::Group(g) = &tt {
+                let mut inner = Group::new(g.delimiter(), respan(g.stream(), span));
+                inner.set_span(span);
+                tt = TokenTree::Group(inner);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
+/// Whether `ty` can be written in an expression (no `impl Trait`, `_` or macro in it).
+fn nameable(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl Visit<'_> for Finder {
+        fn visit_type(&mut self, ty: &Type) {
+            match ty {
+                Type::ImplTrait(_) | Type::Infer(_) | Type::Macro(_) | Type::Verbatim(_) => {
+                    self.0 = false;
+                }
+                _ => syn::visit::visit_type(self, ty),
+            }
+        }
+    }
+    let mut f = Finder(true);
+    f.visit_type(ty);
+    f.0
 }
 
 fn idents_in(tokens: &TokenStream) -> HashSet<String> {

@@ -1,15 +1,33 @@
 //! What a failed expansion emits: the errors, then the user's function unchanged (only the
-//! `#[residual]` markers, which mean nothing to rustc, are dropped), so one mistake does not
+//! `#[residual]` markers, which mean nothing to rustc, and any `fn vjp` after the first, which
+//! rustc would report again as a duplicate definition, are dropped), so one mistake does not
 //! cascade into "cannot find function" errors at every call site.
 
 use proc_macro2::{Group, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::{Item, ItemFn, Stmt};
 
-use crate::ast::RESIDUAL;
+use crate::ast::{RESIDUAL, VJP};
 
 pub(crate) fn expand(input: TokenStream, error: &syn::Error) -> TokenStream {
     let mut out = error.to_compile_error();
     out.extend(strip_residual_markers(input));
     out
+}
+
+/// The parsed item with only its first nested `fn vjp` (the others are already reported),
+/// and without unused-variable warnings: a residual or parameter only the VJP reads looks
+/// unused once the macro's plumbing is gone, which is not the mistake to fix.
+pub(crate) fn item(item: &ItemFn) -> TokenStream {
+    let mut item = item.clone();
+    item.attrs
+        .push(syn::parse_quote!(#[allow(unused_variables)]));
+    let mut seen = false;
+    item.block.stmts.retain(|stmt| match stmt {
+        Stmt::Item(Item::Fn(f)) if f.sig.ident == VJP => !std::mem::replace(&mut seen, true),
+        _ => true,
+    });
+    item.into_token_stream()
 }
 
 /// `input` without any `#[residual]` / `#[residual(...)]` attribute, at any depth.

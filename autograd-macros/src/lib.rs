@@ -62,17 +62,32 @@
 //!   `Clone + Send + Sync + 'static` owned forms. A parameter named `options` is never saved,
 //!   whatever its type (the VJP may still take it, as a captured value). Parameters are
 //!   plain names (no patterns).
+//! - **Tensors are recognised by name.** A macro sees tokens, not types: a tensor is a type
+//!   whose path ends in `Tensor` (`Tensor`, `autograd_core::Tensor`). Write tensor parameters
+//!   and residuals that way. A parameter or typed residual whose type *is* `Tensor` under
+//!   another name (`use autograd_core::Tensor as T`, `type T = Tensor`) would be a plain
+//!   value, neither saved nor version-checked, so the generated code asserts at compile time
+//!   that such types are not `Tensor`; a generic or aliased type that merely *holds* tensors
+//!   (`Vec<T>`, `type Ts = Vec<Tensor>`) cannot be recognised and is not checked.
 //! - **Forward.** The body runs with graph construction disabled and returns `Result<Tensor>`
-//!   (or `Tensor`). A node is recorded only when graph construction is enabled, some tensor
-//!   input is differentiable and the result is differentiable. `#[residual] let name = ...;`
-//!   at the top level of the body keeps a value for the VJP: a tensor residual (no type, or
+//!   of `autograd_core` (or `Tensor`; `Result<Tensor, Error>` spelled out is the same). A node
+//!   is recorded only when graph construction is enabled, some tensor input is differentiable
+//!   and the result is differentiable; whether or not it is, the caller gets a handle of its
+//!   own (never an input handed back, nor an input's node). `#[residual] let name = ...;` at
+//!   the top level of the body keeps a value for the VJP: a tensor residual (no type, or
 //!   `: Tensor`) is kept in the node's context and version-checked like a saved input, so
 //!   mutating it in place before backward is an error, never a wrong gradient; a residual of
-//!   another type (`let idx: Vec<usize> = ...`) is an owned value of the node.
-//! - **VJP.** `fn vjp(g: &Tensor, ...)`: the first parameter is the cotangent of the output;
-//!   the others, in any order and any subset, name forward parameters, `output` (the forward
-//!   result, version-checked) or residuals, and are passed by reference or by value as the VJP
-//!   declares them. It returns `Result<G>` (or `G` when it cannot fail) where `G` has one
+//!   another type (`let idx: Vec<usize> = ...`) is an owned value of the node, so it must
+//!   not borrow. One tensor per `#[residual]`: a type that mentions `Tensor` anywhere but as
+//!   the whole type (`Vec<Tensor>`, `Option<Tensor>`, `&Tensor`) is an error, since its tensors
+//!   would escape the version check.
+//! - **VJP.** `fn vjp(g: &Tensor, ...)`: the first parameter is the cotangent of the output
+//!   (it cannot bear the name of a forward parameter, `output` or a residual: that is a VJP
+//!   that forgot its cotangent); the others, in any order and any subset, name forward
+//!   parameters, `output` (the forward result, version-checked) or residuals, and are passed by
+//!   reference or by value as the VJP declares them (not `&mut`; a captured value's type must
+//!   match the forward's). The VJP is a plain `fn`: not `async`, `const`, `unsafe`,
+//!   `extern` or generic. It returns `Result<G>` (or `G` when it cannot fail) where `G` has one
 //!   entry per tensor input, in order: a tuple `(Option<Tensor>, ...)` or an array
 //!   `[Option<Tensor>; N]`, a single `Option<Tensor>` for one input, and
 //!   `Vec<Option<Tensor>>` (one per element) for a slice.

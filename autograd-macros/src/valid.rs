@@ -9,12 +9,12 @@ use quote::ToTokens;
 use syn::{FnArg, Meta, ReturnType, Type};
 
 use crate::ast::{
-    is_tensor, is_tensor_ref, outer_name, result_ok_type, Function, Grads, Input, Residual, Vjp,
-    OUTPUT,
+    is_tensor, is_tensor_ref, mentions_tensor, outer_name, result_types, Function, Grads, Input,
+    Vjp, OUTPUT,
 };
 use crate::ctxt::Ctxt;
 
-const FORWARD_RETURN: &str = "a #[differentiable] function returns its output tensor: declare `-> Result<Tensor>` (or `-> Tensor`)";
+const FORWARD_RETURN: &str = "a #[differentiable] function returns its output tensor: declare `-> Result<Tensor>` (autograd_core's `Result`) or `-> Tensor`";
 
 pub(crate) fn check(cx: &Ctxt, f: &Function) {
     check_signature(cx, f);
@@ -112,12 +112,18 @@ fn check_params(cx: &Ctxt, f: &Function) -> bool {
 fn check_forward_output(cx: &Ctxt, f: &Function) {
     match &f.original.sig.output {
         ReturnType::Default => cx.error_spanned_by(&f.original.sig.ident, FORWARD_RETURN),
-        ReturnType::Type(_, ty) => {
-            let ok = is_tensor(ty) || result_ok_type(ty).is_some_and(is_tensor);
-            if !ok {
-                cx.error_spanned_by(ty, FORWARD_RETURN);
-            }
-        }
+        ReturnType::Type(_, ty) => match result_types(ty) {
+            _ if is_tensor(ty) => {}
+            Some((ok, None)) if is_tensor(ok) => {}
+            // `Result<Tensor, Error>` spelled out: the generated `?` converts it, and rustc
+            // points at this type if it is some other `Error`.
+            Some((ok, Some(err))) if is_tensor(ok) && outer_name(err).as_deref() == Some("Error") => {}
+            Some((ok, Some(err))) if is_tensor(ok) => cx.error_spanned_by(
+                err,
+                "the forward body's errors become autograd_core errors: declare `-> Result<Tensor>` with autograd_core's `Result` (or `-> Tensor`)",
+            ),
+            _ => cx.error_spanned_by(ty, FORWARD_RETURN),
+        },
     }
 }
 
@@ -153,6 +159,9 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
             );
             continue;
         };
+        if let Some(ty) = r.ty {
+            check_residual_type(cx, ty);
+        }
         if name == OUTPUT || f.param_named(name).is_some() {
             cx.error_spanned_by(
                 name,
@@ -164,6 +173,29 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
     }
 }
 
+/// A residual is one tensor (version-checked) or a value holding no tensor (owned by the
+/// node). A type that holds tensors some other way would be an unchecked alias, so a stale
+/// residual would silently give a wrong gradient; a borrow cannot outlive the forward body.
+fn check_residual_type(cx: &Ctxt, ty: &Type) {
+    match ty {
+        Type::Reference(r) if is_tensor(&r.elem) => cx.error_spanned_by(
+            ty,
+            "a #[residual] outlives the forward body, so it cannot borrow a tensor: declare it `: Tensor` (clone the handle, which stays version-checked) or omit the type",
+        ),
+        Type::Reference(r) if r.lifetime.as_ref().is_none_or(|l| l.ident != "static") => {
+            cx.error_spanned_by(
+                ty,
+                "a #[residual] outlives the forward body, so it must be an owned value: drop the `&` (`Vec<_>` for a slice, `String` for a `str`)",
+            );
+        }
+        _ if !is_tensor(ty) && mentions_tensor(ty) => cx.error_spanned_by(
+            ty,
+            "a #[residual] holding tensors inside another type would not be version-checked: keep one tensor per #[residual] (`let name: Tensor = ...` or no type)",
+        ),
+        _ => {}
+    }
+}
+
 fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
     let sig = &vjp.original.sig;
     if let Some(t) = &sig.constness {
@@ -172,20 +204,32 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
     if let Some(t) = &sig.asyncness {
         cx.error_spanned_by(t, "the vjp cannot be `async`");
     }
+    if let Some(t) = &sig.unsafety {
+        cx.error_spanned_by(
+            t,
+            "the vjp cannot be `unsafe`; use an `unsafe` block inside its body",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, "the vjp cannot declare an ABI: write a plain `fn vjp`");
+    }
+    if let Some(v) = &sig.variadic {
+        cx.error_spanned_by(v, "the vjp cannot be variadic");
+    }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         cx.error_spanned_by(
             &sig.generics,
             "the vjp cannot declare generics; it can use the forward function's",
         );
     }
-    check_cotangent(cx, vjp);
+    check_cotangent(cx, f, vjp);
     check_vjp_params(cx, f, vjp);
     if params_ok {
         check_grads(cx, f, vjp);
     }
 }
 
-fn check_cotangent(cx: &Ctxt, vjp: &Vjp) {
+fn check_cotangent(cx: &Ctxt, f: &Function, vjp: &Vjp) {
     const COTANGENT: &str =
         "the vjp's first parameter is the cotangent of the output and must be `&Tensor`";
     match vjp.cotangent {
@@ -195,7 +239,31 @@ fn check_cotangent(cx: &Ctxt, vjp: &Vjp) {
         ),
         Some(FnArg::Receiver(r)) => cx.error_spanned_by(r, COTANGENT),
         Some(FnArg::Typed(p)) => {
-            if !is_tensor_ref(&p.ty) {
+            // A first parameter named like a forward value was meant as that value: passing
+            // the cotangent under its name would compile and give wrong gradients.
+            let name = match &*p.pat {
+                syn::Pat::Ident(i) => Some(&i.ident),
+                _ => None,
+            };
+            let what = name.and_then(|n| {
+                if n == OUTPUT {
+                    Some("the forward output")
+                } else if f.param_named(n).is_some() {
+                    Some("a forward parameter")
+                } else if f.residual_named(n).is_some() {
+                    Some("a residual")
+                } else {
+                    None
+                }
+            });
+            if let (Some(name), Some(what)) = (name, what) {
+                cx.error_spanned_by(
+                    name,
+                    format_args!(
+                        "the first vjp parameter is the cotangent; `{name}` names {what}: add a cotangent parameter first, e.g. `g: &Tensor`"
+                    ),
+                );
+            } else if !is_tensor_ref(&p.ty) {
                 cx.error_spanned_by(&p.ty, COTANGENT);
             }
         }
@@ -231,6 +299,15 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
             continue;
         }
         let Some(ty) = p.ty else { continue };
+        if let Type::Reference(r) = ty {
+            if let Some(m) = &r.mutability {
+                cx.error_spanned_by(
+                    m,
+                    format_args!("the vjp cannot take `{name}` as `&mut`: the node's values are shared by every backward pass; take it as `&T` or by value"),
+                );
+                continue;
+            }
+        }
         let tensor_like = is_tensor(ty) || is_tensor_ref(ty);
         match f.param_named(name).map(|param| (param.input, param.ty)) {
             Some((Input::Captured | Input::Options, forward_ty)) => check_captured(cx, forward_ty),
@@ -251,21 +328,37 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
                         ty,
                         format_args!(
                             "`{name}` is a slice of tensor inputs, so the vjp takes it as `{}`",
-                            forward_ty.to_token_stream().to_string().replace(' ', "")
+                            tokens(forward_ty)
                         ),
                     );
                 }
             }
-            None if !tensor_like && f.residual_named(name).is_none_or(Residual::is_tensor) => {
-                cx.error_spanned_by(
+            None if !tensor_like => match f.residual_named(name) {
+                None => cx.error_spanned_by(
                     ty,
-                    if name == OUTPUT {
-                        "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`".to_owned()
-                    } else {
-                        format!("residual `{name}` is a tensor, so the vjp takes it as `&Tensor` or `Tensor`")
-                    },
-                );
-            }
+                    "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`",
+                ),
+                // An untyped residual is kept as a tensor: the fix is its annotation.
+                Some(r) if r.ty.is_none() => {
+                    let owned = match ty {
+                        Type::Reference(r) => &*r.elem,
+                        other => other,
+                    };
+                    cx.error_spanned_by(
+                        &r.original.pat,
+                        format_args!(
+                            "residual `{name}` has no type, so it is kept as a tensor, but the vjp takes it as `{}`: annotate it, `let {name}: {} = ...;`",
+                            tokens(ty),
+                            tokens(owned),
+                        ),
+                    );
+                }
+                Some(r) if r.ty.is_some_and(is_tensor) => cx.error_spanned_by(
+                    ty,
+                    format_args!("residual `{name}` is a tensor, so the vjp takes it as `&Tensor` or `Tensor`"),
+                ),
+                Some(_) => {}
+            },
             _ => {}
         }
     }
@@ -313,7 +406,7 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
             );
             return;
         }
-        grads => grads.elements().unwrap_or_default(),
+        grads => grads.count().unwrap_or_default(),
     };
     let grads_span: &dyn ToTokens = match &vjp.grads {
         Grads::Tuple(t) => *t,
@@ -321,14 +414,14 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
         Grads::Single(t) => *t,
         Grads::Missing => return_span,
     };
-    if elements.len() != expected {
+    if elements != expected {
         let plural = |n: usize| if n == 1 { "gradient" } else { "gradients" };
         cx.error_spanned_by(
             grads_span,
             format_args!(
                 "the vjp returns {} {} but `{}` has {expected} tensor {} ({names}): return exactly {expected} {}, one per tensor input in order",
-                elements.len(),
-                plural(elements.len()),
+                elements,
+                plural(elements),
                 f.name(),
                 if expected == 1 { "input" } else { "inputs" },
                 plural(expected),
@@ -336,7 +429,10 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
         );
         return;
     }
-    for (i, (ty, input)) in elements.iter().zip(&inputs).enumerate() {
+    for (i, input) in inputs.iter().enumerate() {
+        let Some(ty) = vjp.grads.element(i) else {
+            break;
+        };
         let name = input.ident.map(ToString::to_string).unwrap_or_default();
         let (want, written) = match input.input {
             Input::TensorSlice { .. } => ("Vec", "Vec<Option<Tensor>>"),
@@ -359,6 +455,22 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
     }
 }
 
+/// `ty` as written, without the spaces token printing puts around punctuation: `&[Tensor]`,
+/// `&'a mut Vec<f32>`.
+fn tokens(ty: &Type) -> String {
+    let printed = ty.to_token_stream().to_string();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let chars: Vec<char> = printed.chars().collect();
+    let mut out = String::with_capacity(chars.len());
+    for (i, &c) in chars.iter().enumerate() {
+        let joins_words = i > 0 && word(Some(chars[i - 1])) && word(chars.get(i + 1).copied());
+        if c != ' ' || joins_words {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn list<'a>(names: impl Iterator<Item = &'a syn::Ident>) -> String {
     let v: Vec<String> = names.map(|n| format!("`{n}`")).collect();
     if v.is_empty() {
@@ -379,5 +491,19 @@ fn example(inputs: &[Input]) -> String {
             "({})",
             inputs.iter().map(one).collect::<Vec<_>>().join(", ")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens;
+
+    #[test]
+    fn tokens_prints_types_as_written() {
+        let ty = |s: &str| syn::parse_str::<syn::Type>(s).unwrap();
+        assert_eq!(tokens(&ty("& [Tensor]")), "&[Tensor]");
+        assert_eq!(tokens(&ty("&'a mut Vec<f32>")), "&'a mut Vec<f32>");
+        assert_eq!(tokens(&ty("Vec<Option<Tensor>>")), "Vec<Option<Tensor>>");
+        assert_eq!(tokens(&ty("&dyn Fn(f32) -> f32")), "&dyn Fn(f32)->f32");
     }
 }

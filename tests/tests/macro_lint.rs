@@ -2,8 +2,13 @@
 //! pedantic group warns through the workspace lints, denied by `clippy -D warnings`) while it
 //! uses the attribute's whole surface: generics with bounds and where-clauses, const generics,
 //! lifetimes, `impl Trait` and `mut` parameters, `options`, residuals of both kinds, items in
-//! the forward body shared with the VJP, a `-> Tensor` forward, and every visibility.
+//! the forward body shared with the VJP, a `-> Tensor` forward, every visibility, a tensor input
+//! only the VJP reads, and seven parameters plus residuals (more arguments for the generated
+//! forward than clippy's default limit). Clippy runs on this crate with `-D warnings` in CI, and
+//! the crate-level `deny` below makes every pedantic lint an error here even where the
+//! workspace allows it, as in a user crate that opts into the whole group.
 #![deny(warnings, missing_docs, unused, nonstandard_style, rust_2018_idioms)]
+#![deny(clippy::all, clippy::pedantic)]
 
 use autograd_core::{differentiable, Result, Tensor};
 use autograd_tests::{grad_vals, t, vals};
@@ -70,24 +75,126 @@ fn pick<'a>(x: &'a Tensor, y: &'a Tensor, first: &'a bool) -> Result<Tensor> {
     chosen.f32_like(chosen.values::<f32>()?)
 }
 
+/// `x` unchanged; its gradient is scaled by `w`, which only the VJP reads.
+#[differentiable]
+pub fn grad_scale(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    // d out = g w dx; `w` is a tensor input held constant (no gradient)
+    fn vjp(g: &Tensor, w: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let v = g.values::<f32>()?;
+        let s = w.values::<f32>()?;
+        let scaled = v.iter().zip(&s).map(|(g, w)| g * w).collect();
+        Ok((Some(g.f32_like(scaled)?), None))
+    }
+    x.f32_like(x.values::<f32>()?)
+}
+
+/// `k (a b + c d + e f)` elementwise: seven parameters and two residuals.
+#[differentiable]
+#[allow(clippy::many_single_char_names)] // the user's names, as in any function
+pub fn three_products(
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    d: &Tensor,
+    e: Tensor,
+    f: Tensor,
+    k: f32,
+) -> Result<Tensor> {
+    fn prod(x: &Tensor, y: &Tensor) -> Result<Vec<f32>> {
+        let (x, y) = (x.values::<f32>()?, y.values::<f32>()?);
+        Ok(x.iter().zip(&y).map(|(x, y)| x * y).collect())
+    }
+    #[residual]
+    let kg = a.f32_full_like(k)?;
+    #[residual]
+    let n: usize = a.size();
+    // d = k g (b da + a db + d dc + c dd + f de + e df)
+    fn vjp(
+        g: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        c: &Tensor,
+        d: &Tensor,
+        e: &Tensor,
+        f: &Tensor,
+        kg: &Tensor,
+        n: usize,
+    ) -> Result<[Option<Tensor>; 6]> {
+        let gk = g.f32_like(prod(g, kg)?)?;
+        let part = |t: &Tensor| -> Result<Option<Tensor>> {
+            let v = prod(&gk, t)?;
+            debug_assert_eq!(v.len(), n);
+            Ok(Some(g.f32_like(v)?))
+        };
+        Ok([part(b)?, part(a)?, part(d)?, part(c)?, part(f)?, part(e)?])
+    }
+    let (ab, cd, ef) = (prod(a, b)?, prod(c, d)?, prod(&e, &f)?);
+    let sum = ab
+        .iter()
+        .zip(&cd)
+        .zip(&ef)
+        .map(|((x, y), z)| k * (x + y + z));
+    a.f32_like(sum.collect())
+}
+
 #[test]
-fn every_feature_expands_without_warnings() {
+fn generic_op_with_options_and_shared_items() {
     let x = t(&[1.0, 2.0, 3.0], &[3]);
     let y = scaled(&x, 2.0f32, "double", Opts::default()).unwrap();
     assert_eq!(vals(&y), [2.0, 4.0, 6.0]);
     y.backward_with(Some(&t(&[1.0, 1.0, 1.0], &[3])), false)
         .unwrap();
     assert_eq!(grad_vals(&x), Some(vec![2.0, 2.0, 2.0]));
+}
 
+#[test]
+fn infallible_forward_with_const_generic_and_mut_parameter() {
     let x = t(&[1.0, 2.0, 3.0], &[3]);
     let s = head_sum::<2>(&x, 3.0).unwrap();
     assert_eq!(vals(&s), [9.0]);
     s.backward().unwrap();
     assert_eq!(grad_vals(&x), Some(vec![3.0, 3.0, 0.0]));
+}
 
+#[test]
+fn borrowed_flag_with_a_lifetime() {
     let (a, b) = (t(&[1.0], &[1]), t(&[2.0], &[1]));
     let p = pick(&a, &b, &false).unwrap();
     assert_eq!(vals(&p), [2.0]);
     p.backward().unwrap();
     assert_eq!((grad_vals(&a), grad_vals(&b)), (None, Some(vec![1.0])));
+}
+
+#[test]
+fn tensor_input_only_the_vjp_reads() {
+    let (input, weight) = (t(&[1.0, 2.0], &[2]), t(&[3.0, 4.0], &[2]));
+    let out = grad_scale(&input, &weight).unwrap();
+    out.backward_with(Some(&t(&[1.0, 1.0], &[2])), false)
+        .unwrap();
+    assert_eq!(
+        (grad_vals(&input), grad_vals(&weight)),
+        (Some(vec![3.0, 4.0]), None)
+    );
+}
+
+#[test]
+fn seven_parameters_and_residuals() {
+    let ins: Vec<Tensor> = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        .iter()
+        .map(|&v| t(&[v], &[1]))
+        .collect();
+    let out = three_products(
+        &ins[0],
+        &ins[1],
+        &ins[2],
+        &ins[3],
+        ins[4].clone(),
+        ins[5].clone(),
+        2.0,
+    )
+    .unwrap();
+    assert_eq!(vals(&out), [2.0 * (2.0 + 12.0 + 30.0)]);
+    out.backward().unwrap();
+    let grads: Vec<_> = ins.iter().map(|x| grad_vals(x).unwrap()[0]).collect();
+    assert_eq!(grads, [4.0, 2.0, 8.0, 6.0, 12.0, 10.0]);
 }

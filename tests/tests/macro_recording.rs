@@ -53,20 +53,14 @@ fn fma(a: Tensor, b: &Tensor, c: Tensor) -> Result<Tensor> {
     zip(&ab, &c, |x, y| x + y)
 }
 
-/// Execution options: never saved, even when they hold a tensor.
-#[derive(Debug, Clone)]
-pub struct ExecOptions {
-    /// A tensor that must not become a saved input.
-    pub scratch: Tensor,
-}
-
-/// `c x`; `c` is captured for the VJP, `options` is neither saved nor captured.
+/// `c x`; `c` is captured for the VJP. `options` is neither saved nor captured although its
+/// type is `&Tensor`, which would make any other parameter a saved input: the name decides.
 #[differentiable]
-fn scale(x: &Tensor, c: f32, options: &ExecOptions) -> Result<Tensor> {
+fn scale(x: &Tensor, c: f32, options: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, c: f32) -> Result<Option<Tensor>> {
         Ok(Some(map(g, |v| v * c)?))
     }
-    let _ = &options.scratch;
+    let _ = options;
     map(x, |v| v * c)
 }
 
@@ -161,6 +155,25 @@ fn identity(x: &Tensor) -> Result<Tensor> {
         Some(g.clone())
     }
     Ok(x.clone())
+}
+
+/// Returns its second input itself (an Int32 index, say): the result is not differentiable.
+#[differentiable]
+fn second(x: &Tensor, other: &Tensor) -> Result<Tensor> {
+    fn vjp(_g: &Tensor) -> (Option<Tensor>, Option<Tensor>) {
+        (None, None)
+    }
+    let _ = x;
+    Ok(other.clone())
+}
+
+/// `2 x` with the error type spelled out: `Result<Tensor, Error>` is `Result<Tensor>`.
+#[differentiable]
+fn double_spelled_out(x: &Tensor) -> std::result::Result<Tensor, autograd_core::Error> {
+    fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(map(g, |v| 2.0 * v)?))
+    }
+    map(x, |v| 2.0 * v)
 }
 
 /// Generic over the scalar type of a captured parameter.
@@ -305,16 +318,15 @@ fn saves_a_tensor_passed_twice_twice() {
 #[test]
 fn does_not_save_non_tensor_arguments_or_options() {
     let x = t(&[1.0, -2.0], &[2]);
-    let options = ExecOptions {
-        scratch: t(&[9.0], &[1]),
-    };
+    let options = t(&[9.0], &[1]);
     let y = scale(&x, 3.0, &options).unwrap();
     let node = y.autograd_ctx().unwrap();
     assert!(same(&node.inputs(), &[&x]));
+    assert_eq!(node.input_versions().len(), 1);
     assert!(node.context().is_empty());
     y.backward_with(Some(&t(&[1.0, 2.0], &[2])), false).unwrap();
     assert_eq!(grad_vals(&x), Some(vec![3.0, 6.0]));
-    assert_eq!(grad_vals(&options.scratch), None);
+    assert_eq!(grad_vals(&options), None);
 }
 
 #[test]
@@ -400,6 +412,40 @@ fn a_forward_returning_its_input_gets_a_fresh_result() {
     assert_eq!(y.autograd_ctx().unwrap().name(), "identity");
     y.backward_with(Some(&t(&[1.0, 1.0], &[2])), false).unwrap();
     assert_eq!(grad_vals(&x), Some(vec![1.0, 1.0]));
+}
+
+#[test]
+fn every_path_returns_a_fresh_handle_without_a_node() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = exp(&x).unwrap();
+    // under no_grad: nothing recorded, and the input's node is not handed back either
+    let z = {
+        let _guard = no_grad();
+        identity(&y).unwrap()
+    };
+    assert!(!z.same_tensor(&y));
+    assert!(z.autograd_ctx().is_none());
+    assert_eq!(vals(&z), vals(&y));
+    assert!(y.autograd_ctx().is_some(), "the input keeps its node");
+
+    // no differentiable input
+    let i = Tensor::from_vec(vec![1i32, 2], vec![2usize]).unwrap();
+    let j = second(&i, &i).unwrap();
+    assert!(!j.same_tensor(&i));
+    assert!(j.autograd_ctx().is_none());
+
+    // a differentiable input but a non-differentiable result
+    let j = second(&y, &i).unwrap();
+    assert!(!j.same_tensor(&i));
+    assert!(j.autograd_ctx().is_none());
+}
+
+#[test]
+fn a_forward_may_spell_out_the_error_type() {
+    let x = t(&[1.0], &[1]);
+    let y = double_spelled_out(&x).unwrap();
+    y.backward().unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![2.0]));
 }
 
 #[test]
