@@ -1,7 +1,7 @@
 //! The scalar front-end: every op against its hand derivative and central differences,
 //! Rosenbrock and a small MLP written in scalars, and agreement with the generic tape.
 
-use autograd_core::tape::{bench_t1, ScalarTape, Var};
+use autograd_core::tape::{ScalarTape, Var};
 use proptest::prelude::*;
 
 /// Central differences of `f` at `xs`, evaluated by recording on fresh tapes.
