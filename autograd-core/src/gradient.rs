@@ -38,23 +38,29 @@ pub(crate) fn place(
     ))
 }
 
-/// Checks that `g` can be a cotangent for `target` (spec: "Cotangent layouts must address the
-/// target tensor exactly") and returns it in the target's gradient-buffer layout: the target's
-/// own layout when injective, the canonical layout with per-slot sums replicated when the
-/// target aliases only through broadcast modes.
-pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
+/// Fails unless `g` is a Float32 tensor of one subtensor, the form every gradient takes.
+pub(crate) fn ensure_plain_f32(g: &Tensor, what: &str) -> Result<()> {
     ensure!(
         g.dtype() == &DType::Float32,
         Type,
-        "a cotangent must be a Float32 tensor, got {}",
+        "{what} must be a Float32 tensor, got {}",
         g.dtype()
     );
     ensure!(
         g.subtensor_count() == 1,
         NotImplemented,
-        "a cotangent must have one subtensor, this one has {}",
+        "{what} must have one subtensor, this one has {}",
         g.subtensor_count()
     );
+    Ok(())
+}
+
+/// Checks that `g` can be a cotangent for `target` (spec: "Cotangent layouts must address the
+/// target tensor exactly") and returns it in the target's gradient-buffer layout: the target's
+/// own layout when injective, the canonical layout with per-slot sums replicated when the
+/// target aliases only through broadcast modes.
+pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
+    ensure_plain_f32(g, "a cotangent")?;
     let t = target.layout();
     if target.subtensor_count() > 1 {
         if let Some(why) = target.storage_clash() {

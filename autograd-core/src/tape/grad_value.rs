@@ -5,7 +5,6 @@ use std::fmt;
 
 use ndarray::ArrayD;
 
-use crate::dtype::DType;
 use crate::error::{ensure, Result};
 use crate::gradient;
 use crate::int_tuple::Shape;
@@ -140,19 +139,7 @@ impl GradValue for Tensor {
 
     fn check(g: &Self, v: &Self) -> Result<()> {
         let _ = v;
-        ensure!(
-            g.dtype() == &DType::Float32,
-            Type,
-            "a gradient must be a Float32 tensor, got {}",
-            g.dtype()
-        );
-        ensure!(
-            g.subtensor_count() == 1,
-            NotImplemented,
-            "a gradient must have one subtensor, this one has {}",
-            g.subtensor_count()
-        );
-        Ok(())
+        gradient::ensure_plain_f32(g, "a gradient")
     }
 
     fn add(a: Self, b: Self) -> Result<Self> {
