@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use autograd_core::{ensure, DType, Layout, Result, Tensor};
+use autograd_core::{ensure, CpuCarrier, DType, Layout, Result, Tensor};
 
 fn check_f32(op: &str, t: &Tensor) -> Result<()> {
     ensure!(
@@ -15,11 +15,13 @@ fn check_f32(op: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Whether the CPU fast path applies: one CPU subtensor whose storage order is logical order.
-fn dense_cpu(t: &Tensor) -> bool {
-    t.subtensor_count() == 1
-        && t.layout().is_row_major_contiguous()
-        && t.carrier().is_ok_and(|c| c.as_cpu().is_some())
+/// The CPU carrier when the fast path applies: one CPU subtensor whose storage order is
+/// logical order.
+fn dense_cpu(t: &Tensor) -> Option<&CpuCarrier> {
+    if t.subtensor_count() != 1 || !t.layout().is_row_major_contiguous() {
+        return None;
+    }
+    t.carrier().ok()?.as_cpu()
 }
 
 fn output(like: &Tensor, values: Vec<f32>, layout: Option<&Arc<Layout>>) -> Result<Tensor> {
@@ -33,8 +35,7 @@ fn output(like: &Tensor, values: Vec<f32>, layout: Option<&Arc<Layout>>) -> Resu
 /// `f(a_i)` for every element, compact row-major.
 pub(crate) fn map(op: &str, a: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
     check_f32(op, a)?;
-    if dense_cpu(a) {
-        let cpu = a.carrier()?.as_cpu().expect("checked by dense_cpu");
+    if let Some(cpu) = dense_cpu(a) {
         let (off, n) = (a.offset(), a.size());
         let values =
             cpu.with_slice::<f32, _>(|s| s[off..off + n].iter().map(|&x| f(x)).collect())?;
@@ -55,11 +56,7 @@ pub(crate) fn zip(op: &str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32)
         a.shape(),
         b.shape()
     );
-    if dense_cpu(a) && dense_cpu(b) {
-        let (ca, cb) = (
-            a.carrier()?.as_cpu().expect("dense"),
-            b.carrier()?.as_cpu().expect("dense"),
-        );
+    if let (Some(ca), Some(cb)) = (dense_cpu(a), dense_cpu(b)) {
         let (oa, ob, n) = (a.offset(), b.offset(), a.size());
         let values = ca.with_slice::<f32, _>(|x| {
             cb.with_slice::<f32, _>(|y| {

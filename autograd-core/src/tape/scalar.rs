@@ -262,6 +262,10 @@ impl Inner {
 ///
 /// Reuse one tape across iterations of an optimisation loop with [`clear`](ScalarTape::clear),
 /// which keeps the allocated capacity.
+///
+/// # Panics
+///
+/// Recording more than 2^32 nodes on one tape panics (node ids are `u32`).
 pub struct ScalarTape {
     inner: RefCell<Inner>,
     /// Unique for the life of the process, so gradients know the tape they came from.
