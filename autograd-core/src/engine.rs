@@ -187,7 +187,7 @@ impl Plan {
 /// a failed traversal releases nothing.
 pub(crate) struct Claim<'p> {
     plan: &'p Plan,
-    taken: Vec<(u32, Saved)>,
+    taken: Taken,
     claimed: Vec<bool>,
     finished: bool,
 }
@@ -196,7 +196,7 @@ impl<'p> Claim<'p> {
     pub(crate) fn new(plan: &'p Plan) -> Claim<'p> {
         Claim {
             plan,
-            taken: Vec::with_capacity(plan.len()),
+            taken: Taken::default(),
             claimed: vec![false; plan.len()],
             finished: false,
         }
@@ -234,9 +234,36 @@ impl Drop for Claim<'_> {
         if self.finished {
             return;
         }
-        for (i, saved) in self.taken.drain(..) {
+        for (i, saved) in std::mem::take(&mut self.taken).into_iter() {
             self.plan.steps[i as usize].node.saved().restore(saved);
         }
+    }
+}
+
+/// Saved state taken from claimed nodes, kept in chunks below a kilobyte rather than one large
+/// buffer: with glibc, freeing a large buffer right after the released graph's many small
+/// chunks consolidates all of them, which cost W1 a sixth of its time.
+#[derive(Default)]
+struct Taken {
+    chunks: Vec<Vec<(u32, Saved)>>,
+}
+
+const TAKEN_CHUNK: usize = 24;
+
+impl Taken {
+    fn push(&mut self, entry: (u32, Saved)) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < TAKEN_CHUNK => chunk.push(entry),
+            _ => {
+                let mut chunk = Vec::with_capacity(TAKEN_CHUNK);
+                chunk.push(entry);
+                self.chunks.push(chunk);
+            }
+        }
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = (u32, Saved)> {
+        self.chunks.into_iter().flatten()
     }
 }
 
