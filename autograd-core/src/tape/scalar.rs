@@ -181,6 +181,31 @@ fn vjp(op: Op, g: f64, out: f64, val: impl Fn(u32) -> f64) -> Contrib {
     }
 }
 
+/// The reverse sweep from `out` over the nodes that `needs` accepts: only reached nodes run
+/// their VJP; contributions to other nodes are dropped. (`needs` is a closure so the common
+/// all-variables case compiles to a sweep without the test.)
+fn sweep(nodes: &[Entry], adj: &mut Adjoints, out: u32, needs: impl Fn(usize) -> bool) {
+    for i in (0..=out as usize).rev() {
+        let Some(g) = adj.get(i).filter(|_| needs(i)) else {
+            continue;
+        };
+        let node = nodes[i];
+        let mut add = |a: u32, c: f64| {
+            if needs(a as usize) {
+                adj.accumulate(a, c);
+            }
+        };
+        match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
+            Contrib::None => {}
+            Contrib::One(a, ca) => add(a, ca),
+            Contrib::Two(a, ca, b, cb) => {
+                add(a, ca);
+                add(b, cb);
+            }
+        }
+    }
+}
+
 /// Whether each node requires a gradient: inputs do, constants do not, and every op inherits
 /// the disjunction of its parents' flags.
 fn needs_grad(nodes: &[Entry]) -> Vec<bool> {
@@ -392,38 +417,9 @@ impl ScalarTape {
             // the disjunction of its parents' flags): they neither run their VJP nor receive
             // contributions, as in the generic sweep; a seed placed on one is kept.
             let needs = needs_grad(nodes);
-            for i in (0..=out as usize).rev() {
-                let Some(g) = adj.get(i).filter(|_| needs[i]) else {
-                    continue;
-                };
-                let node = nodes[i];
-                let mut add = |a: u32, c: f64| {
-                    if needs[a as usize] {
-                        adj.accumulate(a, c);
-                    }
-                };
-                match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
-                    Contrib::None => {}
-                    Contrib::One(a, ca) => add(a, ca),
-                    Contrib::Two(a, ca, b, cb) => {
-                        add(a, ca);
-                        add(b, cb);
-                    }
-                }
-            }
+            sweep(nodes, &mut adj, out, |i| needs[i]);
         } else {
-            for i in (0..=out as usize).rev() {
-                let Some(g) = adj.get(i) else { continue };
-                let node = nodes[i];
-                match vjp(node.op, g, node.value, |j| nodes[j as usize].value) {
-                    Contrib::None => {}
-                    Contrib::One(a, ca) => adj.accumulate(a, ca),
-                    Contrib::Two(a, ca, b, cb) => {
-                        adj.accumulate(a, ca);
-                        adj.accumulate(b, cb);
-                    }
-                }
-            }
+            sweep(nodes, &mut adj, out, |_| true);
         }
         let grads = adj.adj;
         Gradients {
