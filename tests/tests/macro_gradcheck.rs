@@ -3,30 +3,7 @@
 //! slices, and broadcast (stride-0) inputs.
 
 use autograd_core::{differentiable, gradcheck, GradcheckOptions, Result, Tensor};
-use autograd_tests::t;
-
-fn map(x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
-    let v = x.values::<f32>()?.into_iter().map(f).collect();
-    Tensor::from_vec(v, x.shape().clone())
-}
-
-fn zip(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
-    let v = a.values::<f32>()?.into_iter().zip(b.values::<f32>()?);
-    Tensor::from_vec(v.map(|(x, y)| f(x, y)).collect(), a.shape().clone())
-}
-
-/// `a * b`.
-#[differentiable]
-fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    // d(a b) = g b da + g a db
-    fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((
-            Some(zip(g, b, |g, y| g * y)?),
-            Some(zip(g, a, |g, x| g * x)?),
-        ))
-    }
-    zip(a, b, |x, y| x * y)
-}
+use autograd_tests::{map, mul, t, zip};
 
 /// `log(1 + exp(beta x)) / beta`.
 #[differentiable]

@@ -9,35 +9,9 @@ use autograd_core::{
     differentiable, is_grad_enabled, no_grad, record, DType, ErrorKind, Operation, Result,
     SavedState, Tensor,
 };
-use autograd_tests::{grad_vals, t, vals};
+use autograd_tests::{grad_vals, map, mul, t, vals, zip};
 
-// ---- plain kernels (no autograd of their own) ------------------------------------------------
-
-fn map(x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
-    let v = x.values::<f32>()?.into_iter().map(f).collect();
-    Tensor::from_vec(v, x.shape().clone())
-}
-
-fn zip(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
-    autograd_core::ensure!(a.shape() == b.shape(), Value, "shapes differ");
-    let v = a.values::<f32>()?.into_iter().zip(b.values::<f32>()?);
-    Tensor::from_vec(v.map(|(x, y)| f(x, y)).collect(), a.shape().clone())
-}
-
-// ---- ops ------------------------------------------------------------------------------------
-
-/// `a * b` elementwise.
-#[differentiable]
-pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    // d(a b) = g b da + g a db
-    fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((
-            Some(zip(g, b, |g, y| g * y)?),
-            Some(zip(g, a, |g, x| g * x)?),
-        ))
-    }
-    zip(a, b, |x, y| x * y)
-}
+// ---- ops (plain kernels and `mul` come from the test library) -------------------------------
 
 /// `a * b + c`, with owned tensor parameters.
 #[differentiable]
