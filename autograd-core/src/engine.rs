@@ -1,6 +1,7 @@
 //! Reverse-mode traversal: discover the graph, propagate cotangents in topological order into
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -8,9 +9,7 @@ use std::sync::Arc;
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
-use crate::op::{describe_input, describe_node, Node, Operation, Saved, VersionSnapshot};
-
-type SavedInputs = Arc<[(Tensor, VersionSnapshot)]>;
+use crate::op::{describe_input, describe_node, Node, Operation};
 use crate::tensor::Tensor;
 
 fn node_key(node: &Node) -> usize {
@@ -53,11 +52,27 @@ struct Step {
 
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
 /// them in which every consumer comes before its producers.
+///
+/// A plan whose claim finished releases the claimed nodes when it is dropped, each right
+/// before its step's reference to the node goes, so every node is touched once more, not twice.
 pub(crate) struct Plan {
     steps: Vec<Step>,
     /// For every saved input of every step, the step of its producing node, or `NO_PRODUCER`.
     producers: Vec<u32>,
     order: Vec<u32>,
+    /// Set by [`Claim::finish`]: dropping the plan releases the claimed nodes.
+    release: Cell<bool>,
+}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        if !self.release.get() {
+            return;
+        }
+        for step in std::mem::take(&mut self.steps) {
+            drop(step.node.saved().release_claimed());
+        }
+    }
 }
 
 fn index_u32(i: usize) -> Result<u32> {
@@ -151,6 +166,7 @@ impl Plan {
             steps,
             producers,
             order,
+            release: Cell::new(false),
         })
     }
 
@@ -174,20 +190,15 @@ impl Plan {
         }
         Ok(())
     }
-
-    fn len(&self) -> usize {
-        self.steps.len()
-    }
 }
 
-/// A plan's nodes claimed by a traversal that will release the graph: each node's saved state
-/// is taken right after its VJP ran (while its memory is still hot), the rest before the
-/// commit, so that of two traversals racing over one graph only one commits. Finishing drops
-/// what was taken (the release); dropping an unfinished claim puts every node's state back, so
-/// a failed traversal releases nothing.
+/// A plan's nodes claimed by a traversal that will release the graph: each node is claimed
+/// right after its VJP ran (while its memory is still hot), the rest before the commit, so
+/// that of two traversals racing over one graph only one commits. Finishing hands the release
+/// to the plan's drop; dropping an unfinished claim makes every claimed node live again, so a
+/// failed traversal releases nothing.
 pub(crate) struct Claim<'p> {
     plan: &'p Plan,
-    taken: Taken,
     claimed: Vec<bool>,
     finished: bool,
 }
@@ -196,36 +207,33 @@ impl<'p> Claim<'p> {
     pub(crate) fn new(plan: &'p Plan) -> Claim<'p> {
         Claim {
             plan,
-            taken: Taken::default(),
-            claimed: vec![false; plan.len()],
+            claimed: vec![false; plan.steps.len()],
             finished: false,
         }
     }
 
-    /// Takes step `i`'s saved state; fails if another traversal released it first.
-    fn take(&mut self, i: u32) -> Result<()> {
-        let node = &self.plan.steps[i as usize].node;
-        let Some(saved) = node.saved().take() else {
-            return Err(node.saved().released_error(node.name()));
-        };
-        self.taken.push((i, saved));
-        self.claimed[i as usize] = true;
+    /// Claims step `i`'s node; fails if another traversal released or claimed it first.
+    fn take(&mut self, i: usize) -> Result<()> {
+        let node = &self.plan.steps[i].node;
+        node.saved().claim(node.name())?;
+        self.claimed[i] = true;
         Ok(())
     }
 
-    /// Takes every step not taken yet (nodes that received no cotangent or were pruned).
+    /// Claims every step not claimed yet (nodes that received no cotangent or were pruned).
     pub(crate) fn rest(&mut self) -> Result<()> {
-        for i in 0..self.plan.len() {
+        for i in 0..self.claimed.len() {
             if !self.claimed[i] {
-                self.take(index_u32(i)?)?;
+                self.take(i)?;
             }
         }
         Ok(())
     }
 
-    /// Keeps the graph released: the taken state is dropped.
+    /// Keeps the graph released: the plan releases the claimed nodes when it is dropped.
     pub(crate) fn finish(mut self) {
         self.finished = true;
+        self.plan.release.set(true);
     }
 }
 
@@ -234,36 +242,11 @@ impl Drop for Claim<'_> {
         if self.finished {
             return;
         }
-        for (i, saved) in std::mem::take(&mut self.taken).into_iter() {
-            self.plan.steps[i as usize].node.saved().restore(saved);
-        }
-    }
-}
-
-/// Saved state taken from claimed nodes, kept in chunks below a kilobyte rather than one large
-/// buffer: with glibc, freeing a large buffer right after the released graph's many small
-/// chunks consolidates all of them, which cost W1 a sixth of its time.
-#[derive(Default)]
-struct Taken {
-    chunks: Vec<Vec<(u32, Saved)>>,
-}
-
-const TAKEN_CHUNK: usize = 24;
-
-impl Taken {
-    fn push(&mut self, entry: (u32, Saved)) {
-        match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < TAKEN_CHUNK => chunk.push(entry),
-            _ => {
-                let mut chunk = Vec::with_capacity(TAKEN_CHUNK);
-                chunk.push(entry);
-                self.chunks.push(chunk);
+        for (i, &claimed) in self.claimed.iter().enumerate() {
+            if claimed {
+                self.plan.steps[i].node.saved().unclaim();
             }
         }
-    }
-
-    fn into_iter(self) -> impl Iterator<Item = (u32, Saved)> {
-        self.chunks.into_iter().flatten()
     }
 }
 
@@ -367,7 +350,7 @@ pub(crate) fn propagate(
             }
         })?;
         if let Some(claim) = claim.as_deref_mut() {
-            claim.take(i)?;
+            claim.take(i as usize)?;
         }
     }
     Ok(())
@@ -391,51 +374,51 @@ pub(crate) fn run_vjp(
     g: &Tensor,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<()> {
-    let inputs = checked_inputs(node)?;
+    check_versions(node)?;
     let grads = {
         let _guard = no_grad();
         node.backward(g)
             .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
     };
-    if grads.len() != inputs.len() {
-        bail!(
-            Value,
-            "backward of {} returned {} gradients for {} saved tensor inputs",
-            describe_node(node),
-            grads.len(),
-            inputs.len()
-        );
-    }
-    for (j, (gi, (input, _))) in grads.into_iter().zip(inputs.iter()).enumerate() {
-        let Some(gi) = gi else { continue };
-        if !input.is_differentiable() {
-            continue;
+    node.saved().with(node.name(), |s| {
+        if grads.len() != s.inputs.len() {
+            bail!(
+                Value,
+                "backward of {} returned {} gradients for {} saved tensor inputs",
+                describe_node(node),
+                grads.len(),
+                s.inputs.len()
+            );
         }
-        let gi = gradient::buffer_for(input, &gi).map_err(|e| {
-            e.context(format!(
-                "gradient for {} (recorded at {})",
-                describe_input(node, j),
-                node.saved().location()
-            ))
-        })?;
-        each(j, input, gi)?;
-    }
-    Ok(())
+        for (j, (gi, (input, _))) in grads.into_iter().zip(s.inputs.iter()).enumerate() {
+            let Some(gi) = gi else { continue };
+            if !input.is_differentiable() {
+                continue;
+            }
+            let gi = gradient::buffer_for(input, &gi).map_err(|e| {
+                e.context(format!(
+                    "gradient for {} (recorded at {})",
+                    describe_input(node, j),
+                    node.saved().location()
+                ))
+            })?;
+            each(j, input, gi)?;
+        }
+        Ok(())
+    })?
 }
 
-/// The node's saved inputs, after checking that none was modified since the forward pass.
-fn checked_inputs(node: &dyn Operation) -> Result<SavedInputs> {
-    let checked = node.saved().with(node.name(), |s| {
-        for (i, (t, snap)) in s.inputs.iter().enumerate() {
-            if let Some(change) = snap.first_change(t) {
-                return Err((i, change));
-            }
-        }
-        Ok(s.inputs.clone())
+/// Checks that none of the node's saved inputs was modified since the forward pass.
+fn check_versions(node: &dyn Operation) -> Result<()> {
+    let change = node.saved().with(node.name(), |s| {
+        s.inputs
+            .iter()
+            .enumerate()
+            .find_map(|(i, (t, snap))| snap.first_change(t).map(|c| (i, c)))
     })?;
-    match checked {
-        Ok(inputs) => Ok(inputs),
-        Err((i, (id, saved, now))) => bail!(
+    match change {
+        None => Ok(()),
+        Some((i, (id, saved, now))) => bail!(
             Runtime,
             "in-place modification of {} (recorded at {}): {id} is at version {now} but the forward pass saved version {saved}; run backward before mutating saved tensors",
             describe_input(node, i),

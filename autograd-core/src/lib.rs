@@ -23,7 +23,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use int_tuple::{IntTuple, Shape, Stride};
 pub use layout::{Aliasing, Layout, Leaf};
-pub use op::{record, should_record, Node, Operation, Saved, SavedState, VersionSnapshot};
+pub use op::{
+    record, should_record, Node, Operation, Saved, SavedContext, SavedInput, SavedInputs,
+    SavedState, SavedVersions, VersionSnapshot,
+};
 pub use scalar::{Buffer, Element, Scalar};
 pub use tensor::{Subtensor, Tensor};
 

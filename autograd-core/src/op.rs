@@ -64,27 +64,168 @@ impl VersionSnapshot {
     }
 }
 
+/// The versions of a saved input's unique carriers, without their identities: a tensor's
+/// carriers never change, so the identities are the saved tensor's own. Two words, so that
+/// saved inputs fit inline in the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedVersions {
+    first: u64,
+    rest: Option<Box<MoreVersions>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MoreVersions(Box<[u64]>);
+
+impl SavedVersions {
+    fn of(t: &Tensor) -> SavedVersions {
+        if let Ok(c) = t.carrier() {
+            return SavedVersions {
+                first: c.version(),
+                rest: None,
+            };
+        }
+        let mut versions = t.carriers().into_iter().map(|c| c.version());
+        let first = versions.next().unwrap_or(0);
+        let rest: Box<[u64]> = versions.collect();
+        SavedVersions {
+            first,
+            rest: (!rest.is_empty()).then(|| Box::new(MoreVersions(rest))),
+        }
+    }
+
+    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
+        let rest = self.rest.as_deref().map_or(&[][..], |r| &r.0[..]);
+        std::iter::once(self.first).chain(rest.iter().copied())
+    }
+
+    /// The snapshot these versions form with `t`, the tensor they were saved with.
+    pub fn snapshot(&self, t: &Tensor) -> VersionSnapshot {
+        let mut entries = t
+            .carriers()
+            .into_iter()
+            .map(|c| c.id())
+            .zip(self.versions());
+        let first = entries.next().unwrap_or((CarrierId::fresh(), self.first));
+        VersionSnapshot {
+            first,
+            rest: entries.collect(),
+        }
+    }
+
+    /// The first carrier of `t` (the tensor these versions were saved with) whose version
+    /// changed since: `(id, saved version, current version)`.
+    pub fn first_change(&self, t: &Tensor) -> Option<(CarrierId, u64, u64)> {
+        if self.rest.is_none() {
+            if let Ok(c) = t.carrier() {
+                let now = c.version();
+                return (now != self.first).then(|| (c.id(), self.first, now));
+            }
+        }
+        t.carriers()
+            .into_iter()
+            .zip(self.versions())
+            .find_map(|(c, saved)| {
+                let now = c.version();
+                (now != saved).then(|| (c.id(), saved, now))
+            })
+    }
+}
+
+/// One saved positional input: the tensor and its carriers' versions when it was saved.
+pub type SavedInput = (Tensor, SavedVersions);
+
+/// A node's saved inputs in argument order. One- and two-input ops (nearly all) keep them
+/// inline in the node, which saves an allocation and a pointer hop per node in every pass.
+#[derive(Debug)]
+pub enum SavedInputs {
+    /// Exactly one input.
+    One([SavedInput; 1]),
+    /// Exactly two inputs.
+    Two([SavedInput; 2]),
+    /// Any other number.
+    Many(Box<[SavedInput]>),
+}
+
+impl SavedInputs {
+    /// Saves `inputs` with their current versions.
+    fn of(inputs: &[&Tensor]) -> SavedInputs {
+        let entry = |t: &Tensor| (t.clone(), SavedVersions::of(t));
+        match inputs {
+            [a] => SavedInputs::One([entry(a)]),
+            [a, b] => SavedInputs::Two([entry(a), entry(b)]),
+            _ => SavedInputs::Many(inputs.iter().map(|t| entry(t)).collect()),
+        }
+    }
+}
+
+impl std::ops::Deref for SavedInputs {
+    type Target = [SavedInput];
+    fn deref(&self) -> &[SavedInput] {
+        match self {
+            SavedInputs::One(a) => a,
+            SavedInputs::Two(a) => a,
+            SavedInputs::Many(a) => a,
+        }
+    }
+}
+
+/// A node's residual tensors, one word wide: most ops keep none, and every byte of the node
+/// counts when a graph holds a million of them.
+#[derive(Debug)]
+pub struct SavedContext(Option<Box<ContextTensors>>);
+
+#[derive(Debug)]
+struct ContextTensors(Box<[Tensor]>);
+
+impl SavedContext {
+    fn new(tensors: Vec<Tensor>) -> SavedContext {
+        SavedContext((!tensors.is_empty()).then(|| Box::new(ContextTensors(tensors.into()))))
+    }
+}
+
+impl std::ops::Deref for SavedContext {
+    type Target = [Tensor];
+    fn deref(&self) -> &[Tensor] {
+        self.0.as_deref().map_or(&[], |c| &c.0)
+    }
+}
+
 /// What a recorded node keeps for its backward: saved inputs with their versions, and the
 /// context (residual tensors forward chose to keep). Graph release empties it.
 #[derive(Debug)]
 pub struct Saved {
     /// Saved positional tensor inputs with their version snapshots, in argument order.
-    ///
-    /// Shared so a traversal can hold them while the node's backward runs without copying.
-    pub inputs: Arc<[(Tensor, VersionSnapshot)]>,
+    pub inputs: SavedInputs,
     /// Residual tensors kept for backward.
-    pub context: Box<[Tensor]>,
+    pub context: SavedContext,
+}
+
+/// A node's saved state: live, claimed by a traversal that will release it (still readable),
+/// or released.
+enum Slot {
+    Live(Saved),
+    Claimed(Saved),
+    Released,
+}
+
+impl Slot {
+    fn saved(&self) -> Option<&Saved> {
+        match self {
+            Slot::Live(s) | Slot::Claimed(s) => Some(s),
+            Slot::Released => None,
+        }
+    }
 }
 
 /// The releasable state of a node plus where it was recorded.
 pub struct SavedState {
-    saved: Mutex<Option<Saved>>,
+    saved: Mutex<Slot>,
     location: &'static Location<'static>,
 }
 
 impl fmt::Debug for SavedState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.lock().as_ref().map(|s| s.inputs.len());
+        let n = self.lock().saved().map(|s| s.inputs.len());
         write!(f, "SavedState({n:?} inputs, recorded at {})", self.location)
     }
 }
@@ -102,20 +243,16 @@ impl SavedState {
         context: Vec<Tensor>,
         location: &'static Location<'static>,
     ) -> SavedState {
-        let inputs = inputs
-            .iter()
-            .map(|t| ((*t).clone(), VersionSnapshot::of(t)))
-            .collect();
         SavedState {
-            saved: Mutex::new(Some(Saved {
-                inputs,
-                context: context.into_boxed_slice(),
+            saved: Mutex::new(Slot::Live(Saved {
+                inputs: SavedInputs::of(inputs),
+                context: SavedContext::new(context),
             })),
             location,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Saved>> {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
         self.saved
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -129,7 +266,7 @@ impl SavedState {
     /// The saved inputs, or `None` after release.
     pub fn inputs(&self) -> Vec<Tensor> {
         self.lock()
-            .as_ref()
+            .saved()
             .map(|s| s.inputs.iter().map(|(t, _)| t.clone()).collect())
             .unwrap_or_default()
     }
@@ -137,27 +274,27 @@ impl SavedState {
     /// The saved input versions, empty after release.
     pub fn input_versions(&self) -> Vec<VersionSnapshot> {
         self.lock()
-            .as_ref()
-            .map(|s| s.inputs.iter().map(|(_, v)| v.clone()).collect())
+            .saved()
+            .map(|s| s.inputs.iter().map(|(t, v)| v.snapshot(t)).collect())
             .unwrap_or_default()
     }
 
     /// The context tensors, empty after release.
     pub fn context(&self) -> Vec<Tensor> {
         self.lock()
-            .as_ref()
+            .saved()
             .map(|s| s.context.to_vec())
             .unwrap_or_default()
     }
 
     /// Whether graph release already discarded the state.
     pub fn is_released(&self) -> bool {
-        self.lock().is_none()
+        matches!(*self.lock(), Slot::Released)
     }
 
     /// Runs `f` on the saved state, or fails naming `retain_graph=True` after release.
     pub fn with<R>(&self, op: &str, f: impl FnOnce(&Saved) -> R) -> Result<R> {
-        match self.lock().as_ref() {
+        match self.lock().saved() {
             Some(s) => Ok(f(s)),
             None => Err(self.released_error(op)),
         }
@@ -173,12 +310,47 @@ impl SavedState {
 
     /// Discards the state, returning it so the caller decides where it is dropped.
     pub fn take(&self) -> Option<Saved> {
-        self.lock().take()
+        match std::mem::replace(&mut *self.lock(), Slot::Released) {
+            Slot::Live(s) | Slot::Claimed(s) => Some(s),
+            Slot::Released => None,
+        }
     }
 
-    /// Puts back state that a traversal took to claim the graph, when that traversal failed.
-    pub(crate) fn restore(&self, saved: Saved) {
-        *self.lock() = Some(saved);
+    /// Marks the state as claimed by a traversal that will release it; fails when it was
+    /// released or another traversal claimed it first.
+    pub(crate) fn claim(&self, op: &str) -> Result<()> {
+        let mut slot = self.lock();
+        match std::mem::replace(&mut *slot, Slot::Released) {
+            Slot::Live(s) => {
+                *slot = Slot::Claimed(s);
+                Ok(())
+            }
+            other => {
+                *slot = other;
+                Err(self.released_error(op))
+            }
+        }
+    }
+
+    /// Gives up a claim (the claiming traversal failed): the state is live again, unless
+    /// someone released the node meanwhile.
+    pub(crate) fn unclaim(&self) {
+        let mut slot = self.lock();
+        if let Slot::Claimed(s) = std::mem::replace(&mut *slot, Slot::Released) {
+            *slot = Slot::Live(s);
+        }
+    }
+
+    /// Releases claimed state, returning it so the caller drops it outside the lock.
+    pub(crate) fn release_claimed(&self) -> Option<Saved> {
+        let mut slot = self.lock();
+        match std::mem::replace(&mut *slot, Slot::Released) {
+            Slot::Claimed(s) => Some(s),
+            other => {
+                *slot = other;
+                None
+            }
+        }
     }
 }
 
