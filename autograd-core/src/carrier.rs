@@ -80,7 +80,8 @@ impl dyn Carrier {
     }
 }
 
-/// Storage in main memory, held as one `Vec` of a simple dtype.
+/// Storage in main memory: one `Vec` of a simple dtype, or up to [`SMALL_F32`] Float32
+/// elements inline.
 ///
 /// An `RwLock` guards the elements: readers (every kernel) share it, a mutation takes it
 /// exclusively. A lock rather than `UnsafeCell` because tensors are `Send + Sync` and a user
@@ -88,34 +89,120 @@ impl dyn Carrier {
 pub struct CpuCarrier {
     id: CarrierId,
     version: AtomicU64,
-    // The length never changes after construction; kept outside the lock so reading it costs
-    // nothing.
-    len: usize,
-    data: RwLock<Buffer>,
+    data: RwLock<Storage>,
+}
+
+/// Float32 storage of at most this many elements (one cache line) lives inside the carrier.
+/// Small tensors (losses, biases, per-step scalars) make up most of an overhead-bound graph,
+/// and inline storage saves each of them an allocation and a pointer hop.
+pub const SMALL_F32: usize = 16;
+
+enum Storage {
+    SmallF32 { len: u8, data: [f32; SMALL_F32] },
+    Heap(Buffer),
+}
+
+impl Storage {
+    /// `data`, moved inline when it is small Float32.
+    fn compact(data: Buffer) -> Storage {
+        match data {
+            Buffer::F32(v) if v.len() <= SMALL_F32 => {
+                let mut small = [0.0; SMALL_F32];
+                small[..v.len()].copy_from_slice(&v);
+                Storage::SmallF32 {
+                    // Cannot truncate: at most SMALL_F32 elements.
+                    len: u8::try_from(v.len()).unwrap_or(u8::MAX),
+                    data: small,
+                }
+            }
+            other => Storage::Heap(other),
+        }
+    }
+
+    fn slice<T: Element>(&self) -> Option<&[T]> {
+        match self {
+            Storage::SmallF32 { len, data } => T::from_f32_slice(&data[..usize::from(*len)]),
+            Storage::Heap(b) => T::slice(b),
+        }
+    }
+
+    fn slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        match self {
+            Storage::SmallF32 { len, data } => {
+                T::from_f32_slice_mut(&mut data[..usize::from(*len)])
+            }
+            Storage::Heap(b) => T::slice_mut(b),
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Storage::SmallF32 { .. } => DType::Float32,
+            Storage::Heap(b) => b.dtype(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Storage::SmallF32 { len, .. } => usize::from(*len),
+            Storage::Heap(b) => b.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Scalar> {
+        match self {
+            Storage::SmallF32 { len, data } => {
+                data[..usize::from(*len)].get(i).map(|x| Scalar::F32(*x))
+            }
+            Storage::Heap(b) => b.get(i),
+        }
+    }
+
+    fn put(&mut self, i: usize, value: Scalar) -> bool {
+        match (self, value) {
+            (Storage::SmallF32 { len, data }, Scalar::F32(x)) if i < usize::from(*len) => {
+                data[i] = x;
+                true
+            }
+            (Storage::SmallF32 { .. }, _) => false,
+            (Storage::Heap(b), v) => b.put(i, v),
+        }
+    }
+
+    fn to_buffer(&self) -> Buffer {
+        match self {
+            Storage::SmallF32 { len, data } => Buffer::F32(data[..usize::from(*len)].to_vec()),
+            Storage::Heap(b) => b.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for CpuCarrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let data = self.lock_read();
+        let (len, dtype) = {
+            let data = self.lock_read();
+            (data.len(), data.dtype())
+        };
         write!(
             f,
-            "CpuCarrier({}, v{}, {} x {})",
+            "CpuCarrier({}, v{}, {len} x {dtype})",
             self.id,
             self.version(),
-            data.len(),
-            data.dtype()
         )
     }
 }
 
 impl CpuCarrier {
-    /// A CPU carrier owning `data`.
+    /// A CPU carrier owning `data`, keeping its allocation (no copy).
     pub fn new(data: Buffer) -> CpuCarrier {
+        CpuCarrier::with_storage(Storage::Heap(data))
+    }
+
+    fn with_storage(storage: Storage) -> CpuCarrier {
         CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
-            len: data.len(),
-            data: RwLock::new(data),
+            data: RwLock::new(storage),
         }
     }
 
@@ -131,13 +218,13 @@ impl CpuCarrier {
 
     // A poisoned lock only means a panic happened while writing elements; the elements are
     // plain numbers, so the data is still usable.
-    fn lock_read(&self) -> RwLockReadGuard<'_, Buffer> {
+    fn lock_read(&self) -> RwLockReadGuard<'_, Storage> {
         self.data
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn lock_write(&self) -> RwLockWriteGuard<'_, Buffer> {
+    fn lock_write(&self) -> RwLockWriteGuard<'_, Storage> {
         self.data
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -146,7 +233,7 @@ impl CpuCarrier {
     /// Runs `f` on the elements as a typed slice.
     pub fn with_slice<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
         let data = self.lock_read();
-        match T::slice(&data) {
+        match data.slice::<T>() {
             Some(s) => Ok(f(s)),
             None => bail!(
                 Type,
@@ -165,17 +252,12 @@ impl CpuCarrier {
     ) -> Result<R> {
         let mut data = self.lock_write();
         let dtype = data.dtype();
-        let Some(s) = T::slice_mut(&mut data) else {
+        let Some(s) = data.slice_mut::<T>() else {
             bail!(Type, "{} holds {dtype} elements, not {}", self.id, T::DTYPE)
         };
         let out = f(s)?;
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(out)
-    }
-
-    /// Runs `f` on the whole buffer (any dtype).
-    pub fn with_buffer<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
-        f(&self.lock_read())
     }
 }
 
@@ -187,7 +269,7 @@ impl Carrier for CpuCarrier {
         self.version.load(Ordering::Acquire)
     }
     fn len(&self) -> usize {
-        self.len
+        self.lock_read().len()
     }
     fn dtype(&self) -> DType {
         self.lock_read().dtype()
@@ -208,7 +290,7 @@ impl Carrier for CpuCarrier {
         }
     }
     fn to_buffer(&self) -> Buffer {
-        self.lock_read().clone()
+        self.lock_read().to_buffer()
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
@@ -233,8 +315,10 @@ impl Carrier for CpuCarrier {
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
+    /// Fresh storage for computed values: up to [`SMALL_F32`] Float32 elements are moved
+    /// inline.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
-        Ok(CpuCarrier::shared(data))
+        Ok(Arc::new(CpuCarrier::with_storage(Storage::compact(data))))
     }
     fn as_any(&self) -> &dyn Any {
         self

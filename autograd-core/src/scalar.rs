@@ -198,10 +198,33 @@ pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'stat
     fn to_scalar(self) -> Scalar;
     /// From a scalar of exactly this type.
     fn from_scalar(s: Scalar) -> Option<Self>;
+    /// Float32 elements as this type, if it is `f32` (small CPU storage holds only those).
+    fn from_f32_slice(s: &[f32]) -> Option<&[Self]> {
+        let _ = s;
+        None
+    }
+    /// Float32 elements as this type, if it is `f32`.
+    fn from_f32_slice_mut(s: &mut [f32]) -> Option<&mut [Self]> {
+        let _ = s;
+        None
+    }
 }
 
 macro_rules! element {
+    ($t:ty, $variant:ident, $dtype:ident, inline) => {
+        element!($t, $variant, $dtype, {
+            fn from_f32_slice(s: &[f32]) -> Option<&[Self]> {
+                Some(s)
+            }
+            fn from_f32_slice_mut(s: &mut [f32]) -> Option<&mut [Self]> {
+                Some(s)
+            }
+        });
+    };
     ($t:ty, $variant:ident, $dtype:ident) => {
+        element!($t, $variant, $dtype, {});
+    };
+    ($t:ty, $variant:ident, $dtype:ident, { $($extra:item)* }) => {
         impl Element for $t {
             const DTYPE: DType = DType::$dtype;
             fn slice(b: &Buffer) -> Option<&[Self]> {
@@ -234,6 +257,7 @@ macro_rules! element {
                     _ => None,
                 }
             }
+            $($extra)*
         }
         impl From<$t> for Scalar {
             fn from(x: $t) -> Scalar {
@@ -243,7 +267,7 @@ macro_rules! element {
     };
 }
 
-element!(f32, F32, Float32);
+element!(f32, F32, Float32, inline);
 element!(f64, F64, Float64);
 element!(i32, I32, Int32);
 element!(i64, I64, Int64);

@@ -93,7 +93,7 @@ fn cpu_carrier_typed_slices() {
         ErrorKind::Type
     );
     assert_eq!(c.version(), 1);
-    assert_eq!(c.with_buffer(Buffer::len), 2);
+    assert_eq!(c.to_buffer().len(), 2);
     assert_eq!(c.read(1).unwrap(), Scalar::F64(20.0));
 }
 
@@ -395,4 +395,44 @@ fn int_and_bool_storage_on_a_custom_carrier() {
     .unwrap();
     assert_eq!(i.values::<i32>().unwrap(), vec![5, 7, 6, 8]);
     assert_eq!(i.to_string(), "[[5, 7], [6, 8]]");
+}
+
+#[test]
+fn small_float32_storage_behaves_like_heap_storage() {
+    // Fresh storage of up to 16 Float32 elements lives inline in the carrier, 17 on the heap;
+    // both answer alike.
+    for n in [1usize, 16, 17] {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+        let c = CpuCarrier::from_vec(vec![0i32])
+            .fresh(Buffer::F32(values.clone()))
+            .unwrap();
+        assert_eq!(c.len(), n);
+        assert_eq!(c.dtype(), DType::Float32);
+        assert_eq!(c.to_buffer(), Buffer::F32(values.clone()));
+        let cpu = c.as_cpu().unwrap();
+        assert_eq!(cpu.with_slice::<f32, _>(<[f32]>::to_vec).unwrap(), values);
+        assert_eq!(
+            cpu.with_slice::<f64, _>(<[f64]>::len).unwrap_err().kind(),
+            ErrorKind::Type
+        );
+        assert_eq!(c.read(n - 1).unwrap(), Scalar::F32((n - 1) as f32 * 0.5));
+        assert_eq!(c.read(n).unwrap_err().kind(), ErrorKind::Value);
+        // a write out of range or of the wrong dtype changes nothing
+        assert!(c
+            .write(&[(0, Scalar::F32(9.0)), (n, Scalar::F32(1.0))])
+            .is_err());
+        assert!(c.write(&[(0, Scalar::F64(9.0))]).is_err());
+        assert_eq!(c.version(), 0);
+        c.write(&[(n - 1, Scalar::F32(-1.0))]).unwrap();
+        let cpu = c.as_cpu().unwrap();
+        cpu.with_slice_mut::<f32, _>(|s| {
+            s[0] = 7.0;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(c.version(), 2);
+        let now = cpu.with_slice::<f32, _>(<[f32]>::to_vec).unwrap();
+        assert_eq!((now[0], now[n - 1]), (7.0, if n == 1 { 7.0 } else { -1.0 }));
+        assert_eq!(now.len(), n);
+    }
 }
