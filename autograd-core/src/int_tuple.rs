@@ -10,12 +10,40 @@ use std::fmt;
 /// assert_eq!(t.to_string(), "(2,(4,3))");
 /// assert_eq!((t.rank(), t.depth(), t.product()), (2, 2, Some(24)));
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, Eq)]
 pub enum IntTuple {
     /// A leaf.
     Int(i64),
     /// A node with ordered children.
     Tuple(Vec<IntTuple>),
+}
+
+/// Structural equality, answered at once for a tree compared with itself (tensors of one op
+/// usually share their layout, so shape checks on the hot path compare a tree with itself).
+impl PartialEq for IntTuple {
+    fn eq(&self, other: &IntTuple) -> bool {
+        std::ptr::eq(self, other)
+            || match (self, other) {
+                (IntTuple::Int(a), IntTuple::Int(b)) => a == b,
+                (IntTuple::Tuple(a), IntTuple::Tuple(b)) => a == b,
+                _ => false,
+            }
+    }
+}
+
+impl std::hash::Hash for IntTuple {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            IntTuple::Int(a) => {
+                state.write_u8(0);
+                a.hash(state);
+            }
+            IntTuple::Tuple(v) => {
+                state.write_u8(1);
+                v.hash(state);
+            }
+        }
+    }
 }
 
 impl IntTuple {
