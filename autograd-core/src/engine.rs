@@ -144,9 +144,14 @@ impl Plan {
             steps[i].count = index_u32(producers.len() - first)?;
         }
         drop(index);
-        // Kahn's algorithm from the root: a node is ready once every reached consumer ran.
+        // Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
+        // root that is itself consumed inside the graph lies on a cycle and is never ready.
         let mut order = Vec::with_capacity(steps.len());
-        let mut ready = vec![0u32];
+        let mut ready = if pending[0] == 0 {
+            vec![0u32]
+        } else {
+            Vec::new()
+        };
         while let Some(i) = ready.pop() {
             order.push(i);
             let s = &steps[i as usize];
@@ -160,7 +165,11 @@ impl Plan {
             }
         }
         if order.len() != steps.len() {
-            bail!(Runtime, "the autograd graph has a cycle (a node was assigned as the autograd_ctx of one of its own inputs)");
+            bail!(
+                Runtime,
+                "the autograd graph of {} has a cycle (a node was assigned as the autograd_ctx of a tensor it depends on)",
+                describe_node(&*steps[0].node)
+            );
         }
         Ok(Plan {
             steps,
@@ -380,32 +389,52 @@ pub(crate) fn run_vjp(
         node.backward(g)
             .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
     };
-    node.saved().with(node.name(), |s| {
-        if grads.len() != s.inputs.len() {
-            bail!(
-                Value,
-                "backward of {} returned {} gradients for {} saved tensor inputs",
-                describe_node(node),
-                grads.len(),
-                s.inputs.len()
-            );
+    // No method of the node runs while its state is locked (one may read its own state):
+    // failures are described after the lock is released.
+    let returned = grads.len();
+    let failure = node.saved().with(node.name(), |s| {
+        if returned != s.inputs.len() {
+            return Some(Failure::Count(s.inputs.len()));
         }
         for (j, (gi, (input, _))) in grads.into_iter().zip(s.inputs.iter()).enumerate() {
             let Some(gi) = gi else { continue };
             if !input.is_differentiable() {
                 continue;
             }
-            let gi = gradient::buffer_for(input, &gi).map_err(|e| {
-                e.context(format!(
-                    "gradient for {} (recorded at {})",
-                    describe_input(node, j),
-                    node.saved().location()
-                ))
-            })?;
-            each(j, input, gi)?;
+            let gi = match gradient::buffer_for(input, &gi) {
+                Ok(gi) => gi,
+                Err(e) => return Some(Failure::Gradient(j, e)),
+            };
+            if let Err(e) = each(j, input, gi) {
+                return Some(Failure::Sink(e));
+            }
         }
-        Ok(())
-    })?
+        None
+    })?;
+    match failure {
+        None => Ok(()),
+        Some(Failure::Count(expected)) => bail!(
+            Value,
+            "backward of {} returned {returned} gradients for {expected} saved tensor inputs",
+            describe_node(node)
+        ),
+        Some(Failure::Gradient(j, e)) => Err(e.context(format!(
+            "gradient for {} (recorded at {})",
+            describe_input(node, j),
+            node.saved().location()
+        ))),
+        Some(Failure::Sink(e)) => Err(e),
+    }
+}
+
+/// Why a node's gradients were refused.
+enum Failure {
+    /// The VJP returned a gradient count other than this number of saved inputs.
+    Count(usize),
+    /// The gradient for input `.0` does not fit it.
+    Gradient(usize, crate::Error),
+    /// Staging the gradient failed.
+    Sink(crate::Error),
 }
 
 /// Checks that none of the node's saved inputs was modified since the forward pass.

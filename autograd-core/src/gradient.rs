@@ -255,19 +255,22 @@ pub(crate) struct OwnedSum {
 }
 
 impl Sum {
-    /// Adds `g` (already validated to have the sum's shape) into the sum; on error the sum is
-    /// unchanged.
+    /// Adds `g` into the sum; a contribution of another shape (possible only when one node
+    /// was attached to tensors of different shapes) is refused and the sum is unchanged.
     pub(crate) fn add(&mut self, g: &Tensor) -> Result<()> {
+        let shape = match self {
+            Sum::Owned(owned) => owned.layout.shape(),
+            Sum::Shared(first) => first.shape(),
+        };
+        ensure!(
+            shape == g.shape(),
+            Value,
+            "cannot add gradients of shapes {shape} and {}",
+            g.shape()
+        );
         match self {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
-                ensure!(
-                    first.shape() == g.shape(),
-                    Value,
-                    "cannot add gradients of shapes {} and {}",
-                    first.shape(),
-                    g.shape()
-                );
                 let layout = first.layout_arc().clone();
                 let mut data = filled(layout.cosize(), 0.0f32)?;
                 scatter_add(&mut data, &layout, first)?;
