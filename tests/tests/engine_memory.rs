@@ -54,17 +54,19 @@ fn a_node_never_owns_its_result() {
 #[test]
 fn a_released_graph_keeps_nodes_attached_but_frees_saved_inputs() {
     let a = t(&[1.0, 2.0], &[2]);
-    let mid = mul_scalar(&a, 2.0).unwrap();
-    let weak_mid = {
-        let out = sum(&mid).unwrap();
-        let node = mid.autograd_ctx().unwrap();
-        out.backward().unwrap();
-        assert!(node.is_released());
-        Arc::downgrade(&out.autograd_ctx().unwrap())
-    };
-    assert!(mid.autograd_ctx().is_some(), "released nodes stay attached");
+    // `inner` is held only by `mid`'s node as a saved input; its own node tells when it dies.
+    let inner = mul_scalar(&a, 3.0).unwrap();
+    let inner_node = Arc::downgrade(&inner.autograd_ctx().unwrap());
+    let mid = mul_scalar(&inner, 2.0).unwrap();
+    drop(inner);
+    let out = sum(&mid).unwrap();
+    assert!(inner_node.upgrade().is_some(), "a saved input stays alive");
+    out.backward().unwrap();
+    let node = mid.autograd_ctx().expect("released nodes stay attached");
+    assert!(node.is_released() && node.inputs().is_empty());
     assert!(
-        weak_mid.upgrade().is_none(),
-        "the dropped result's node is gone"
+        inner_node.upgrade().is_none(),
+        "releasing freed the saved input and, with it, its node"
     );
+    assert_eq!(grad_vals(&a), Some(vec![6.0, 6.0]));
 }

@@ -7,7 +7,7 @@ use autograd_core::{
     grad, record, shape, stride, ErrorKind, GradOptions, Layout, Operation, Result, SavedState,
     Shape, Stride, Tensor,
 };
-use autograd_ops::mul_scalar;
+use autograd_ops::{broadcast_to, mul_scalar};
 use autograd_tests::t;
 use spec_support::{expect_err, grads_bits, on_test_carrier, probe, tc, v, with_layout};
 
@@ -219,4 +219,31 @@ fn batched_functional_gradients_return_one_stacked_gradient_per_reachable_input_
         &Layout::new(shape![2, 3], stride![3, 1]).unwrap()
     );
     assert_eq!(v(s), vec![6.0, 6.0, 6.0, 15.0, 15.0, 15.0]);
+}
+
+/// spec: "each [cotangent at batch index k] SHALL satisfy the cotangent rules for output". A
+/// broadcast output needs a cotangent of its shape in an injective layout, but a batched
+/// cotangent must repeat the output's own (stride-0) modes, so every batch index fails the rule.
+#[test]
+fn batched_functional_gradients_return_one_stacked_gradient_per_reachable_input__each_batch_index_follows_the_cotangent_rules(
+) {
+    let x = t(&[1.0, 2.0, 3.0], &[3]);
+    x.set_grad(Some(t(&[1.0; 3], &[3]))).unwrap();
+    let y = broadcast_to(&mul_scalar(&x, 2.0).unwrap(), &[2, 3]).unwrap();
+    assert_eq!(y.layout().to_string(), "(2,3):(0,1)");
+    let before = grads_bits(&[&x, &y]);
+    let batched = with_layout(
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+        Layout::new(shape![2, 2, 3], stride![3, 0, 1]).unwrap(),
+    );
+    let e = expect_err(grad(&y, &[&x], &batched, BATCHED), ErrorKind::Value, &[]);
+    let m = e.to_string();
+    assert!(m.contains("batch index 0"), "{m}");
+    assert!(m.contains("injective"), "{m}");
+    assert_eq!(grads_bits(&[&x, &y]), before);
+    assert!(!y.autograd_ctx().unwrap().is_released(), "nothing released");
+    // the same values as one unbatched cotangent in an injective layout are accepted
+    let one = t(&[1.0, 0.0, 0.0, 0.0, 1.0, 0.0], &[2, 3]);
+    let g = grad(&y, &[&x], &one, GradOptions::default()).unwrap();
+    assert_eq!(v(g[0].as_ref().unwrap()), vec![2.0, 2.0, 0.0]);
 }

@@ -70,6 +70,7 @@ fn gradient_participation_follows_the_logical_dtype__reject_gradient_apis_on_a_n
 ) {
     let x = t(&[1.0, 2.0], &[2]);
     let node: Node = mul_scalar(&x, 2.0).unwrap().autograd_ctx().unwrap();
+    let holders = std::sync::Arc::strong_count(&node);
     for d in [DType::Int32, DType::Bool] {
         let n = Tensor::zeros(&[2usize][..], &d).unwrap();
         expect_err(n.grad(), ErrorKind::Runtime, &[]);
@@ -95,8 +96,9 @@ fn gradient_participation_follows_the_logical_dtype__reject_gradient_apis_on_a_n
         assert!(n.autograd_ctx().is_none());
         expect_err(n.grad(), ErrorKind::Runtime, &[]);
     }
-    // The node offered to the refused assignment was not disturbed either.
-    assert_eq!(node.inputs().len(), 1);
+    // The node offered to the refused assignment was not kept or disturbed either.
+    assert_eq!(std::sync::Arc::strong_count(&node), holders);
+    assert!(!node.is_released() && node.inputs().len() == 1);
 }
 
 #[test]

@@ -121,7 +121,15 @@ fn operations_record_a_reverse_mode_node_for_differentiable_results__a_repeated_
     assert_eq!(inputs.len(), 2);
     assert!(inputs.iter().all(|i| i.same_tensor(&a)));
     assert_eq!(node.input_versions().len(), 2);
-    assert_eq!(node.input_versions()[0], node.input_versions()[1]);
+    assert_eq!(node.input_versions()[0], VersionSnapshot::of(&a));
+    assert_eq!(node.input_versions()[1], VersionSnapshot::of(&a));
+    // each occurrence keeps the version it was saved at, not the tensor's current one
+    a.set(&[0], 5.0f32).unwrap();
+    assert_ne!(node.input_versions()[0], VersionSnapshot::of(&a));
+    assert!(node
+        .input_versions()
+        .iter()
+        .all(|s| s.entries().all(|(_, v)| v == 0)));
 
     // A non-tensor positional argument stays outside the saved inputs.
     let z = mul_scalar(&a, 4.0).unwrap();

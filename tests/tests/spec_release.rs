@@ -218,4 +218,11 @@ fn backward_releases_graph_state_unless_the_graph_is_retained__a_leaf_keeps_accu
     x.backward_with(Some(&g), false).unwrap();
     assert_eq!(grad_vals(&x), Some(vec![1.5, 1.5]));
     assert!(x.autograd_ctx().is_none());
+    // reached through graphs that each get released, the leaf keeps accumulating
+    for _ in 0..2 {
+        let y = mul_scalar(&x, 2.0).unwrap();
+        y.backward_with(Some(&g), false).unwrap();
+        assert!(is_released(&y.autograd_ctx().unwrap()));
+    }
+    assert_eq!(grad_vals(&x), Some(vec![3.5, 3.5]));
 }
