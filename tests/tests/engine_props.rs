@@ -1,99 +1,240 @@
-//! Engine properties on random graphs: (a) `grad` equals what `backward` accumulates and equals
-//! central finite differences, over injective and broadcast leaf layouts; (b) batched `grad` at
-//! index k equals unbatched `grad` with cotangent k; (c) a failure injected anywhere leaves every
-//! `.grad` bit-identical and releases nothing.
+//! Engine properties on random DAGs of `add`, `mul` and a broadcast mean (`sum`, `mul_scalar`,
+//! then `broadcast_to`, or a stride-0 expand for hierarchical shapes). Every value of one DAG has
+//! one shape, drawn among `(2,3)`, `(2,(3,2))` and `((2,2),3)`; leaves are laid out row-major,
+//! column-major, strided with holes, or broadcast through a stride-0 leaf mode at the top level
+//! or inside a nested mode.
+//!
+//! (a) `grad` equals what `backward` accumulates, and equals the central differences of
+//!     `<cot, f(x)>` for the same cotangent `cot`, perturbing every storage slot of every leaf
+//!     (a broadcast slot feeds several positions, each of which must carry the slot's sum); the
+//!     DAG also passes `gradcheck`.
+//! (b) Batched `grad` at index k equals unbatched `grad` with cotangent k.
+//! (c) A failure injected at a random node of the DAG (a VJP that fails, returns the wrong
+//!     number of gradients or a gradient of the wrong shape; a saved input mutated after the
+//!     forward pass; a node released by an earlier traversal), reached after some gradients were
+//!     staged, leaves every `.grad` (leaves and retained intermediates) bit-identical and
+//!     releases no node that was live.
 
-use autograd_core::{
-    grad, gradcheck, record, shape, GradOptions, GradcheckOptions, Operation, Result, SavedState,
-    Tensor,
-};
-use autograd_ops::{add, mul, mul_scalar, sum};
-use autograd_tests::vals;
-use proptest::prelude::*;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// How a [2, 3] leaf is laid out.
+use autograd_core::{
+    grad, gradcheck, no_grad, record, shape, CpuCarrier, Error, GradOptions, GradcheckOptions,
+    Layout, Node, Operation, Result, SavedState, Scalar, Shape, Stride, Tensor,
+};
+use autograd_ops::{add, broadcast_to, mul, mul_scalar, sum};
+use autograd_tests::vals;
+use proptest::prelude::*;
+
+/// The shape of every value of one DAG.
 #[derive(Debug, Clone, Copy)]
-enum LeafKind {
-    /// Compact row-major.
-    RowMajor,
-    /// A transposed view of [3, 2] storage (column-major, injective).
-    Transposed,
-    /// A stride-0 view of a [3] vector repeated over 2 rows (broadcast aliasing).
-    BroadcastRows,
-    /// A stride-0 view of a [2, 1] column repeated over 3 columns.
-    BroadcastCols,
+enum DagShape {
+    /// `(2,3)`.
+    Flat,
+    /// `(2,(3,2))`: the last top-level mode is nested.
+    NestedLast,
+    /// `((2,2),3)`: the first top-level mode is nested.
+    NestedFirst,
 }
 
-fn leaf(kind: LeafKind, seed: &[f32]) -> Tensor {
-    let v = |n: usize| seed[..n].to_vec();
-    let t = match kind {
-        LeafKind::RowMajor => Tensor::from_vec(v(6), shape![2, 3]),
-        LeafKind::Transposed => {
-            Tensor::from_vec(v(6), shape![3, 2]).and_then(|t| t.transpose(0, 1))
+impl DagShape {
+    fn shape(self) -> Shape {
+        match self {
+            DagShape::Flat => shape![2, 3],
+            DagShape::NestedLast => shape![2, [3, 2]],
+            DagShape::NestedFirst => shape![[2, 2], 3],
         }
-        LeafKind::BroadcastRows => {
-            Tensor::from_vec(v(3), shape![3]).and_then(|t| t.broadcast_to(&[2, 3]))
-        }
-        LeafKind::BroadcastCols => {
-            Tensor::from_vec(v(2), shape![2, 1]).and_then(|t| t.broadcast_to(&[2, 3]))
-        }
+    }
+}
+
+/// How a leaf is laid out over its storage; defined for every [`DagShape`].
+#[derive(Debug, Clone, Copy)]
+enum LeafKind {
+    /// Compact, storage order is logical order.
+    RowMajor,
+    /// Compact, first leaf mode fastest (the canonical layout; a transpose for `(2,3)`).
+    ColMajor,
+    /// Row-major with every stride doubled, at storage offset 1: injective with holes.
+    Strided,
+    /// Stride 0 on the first leaf mode: top-level for `(2,3)` and `(2,(3,2))`, nested for
+    /// `((2,2),3)`.
+    BroadcastFirst,
+    /// Stride 0 on the second leaf mode: nested for both hierarchical shapes.
+    BroadcastSecond,
+    /// Stride 0 on the last leaf mode: nested for `(2,(3,2))`.
+    BroadcastLast,
+}
+
+/// Storage values drawn per leaf: enough for the largest layout (`Strided`, 12 elements).
+const SEED_LEN: usize = 24;
+
+fn leaf_layout(shape: &Shape, kind: LeafKind) -> Layout {
+    let extents = shape.0.leaves();
+    let mut modes = Vec::new();
+    let mut start = 0;
+    for m in shape.0.modes() {
+        let n = m.leaves().len();
+        modes.push(start..start + n);
+        start += n;
+    }
+    // leaf indices (tree order) fastest first
+    let order: Vec<usize> = match kind {
+        LeafKind::ColMajor => (0..extents.len()).collect(),
+        _ => modes.into_iter().rev().flatten().collect(),
     };
-    t.expect("valid leaf")
+    let zero = match kind {
+        LeafKind::BroadcastFirst => Some(0),
+        LeafKind::BroadcastSecond => Some(1),
+        LeafKind::BroadcastLast => Some(extents.len() - 1),
+        _ => None,
+    };
+    let mut strides = vec![0i64; extents.len()];
+    let mut next = if matches!(kind, LeafKind::Strided) {
+        2
+    } else {
+        1
+    };
+    for i in order {
+        if zero != Some(i) {
+            strides[i] = next;
+            next *= extents[i];
+        }
+    }
+    let mut it = strides.into_iter();
+    let stride = Stride(shape.0.map_leaves(&mut |_| it.next().unwrap_or(0)));
+    Layout::new(shape.clone(), stride).expect("valid leaf layout")
+}
+
+fn leaf(shape: &Shape, kind: LeafKind, seed: &[f32]) -> Tensor {
+    let layout = leaf_layout(shape, kind);
+    let offset = usize::from(matches!(kind, LeafKind::Strided));
+    let storage = seed[..offset + layout.cosize()].to_vec();
+    Tensor::from_parts(CpuCarrier::from_vec(storage), layout, offset).expect("valid leaf")
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Add(usize, usize),
     Mul(usize, usize),
+    /// `sum(a) / size` at every position of the DAG's shape: a stride-0 view.
+    Mean(usize),
+}
+
+impl Op {
+    fn operands(self) -> Vec<usize> {
+        match self {
+            Op::Add(a, b) | Op::Mul(a, b) => vec![a, b],
+            Op::Mean(a) => vec![a],
+        }
+    }
 }
 
 /// A random DAG: leaves, then ops whose operands are earlier values (leaves or op results).
 #[derive(Debug, Clone)]
 struct Dag {
+    shape: DagShape,
     leaves: Vec<(LeafKind, Vec<f32>)>,
     ops: Vec<Op>,
 }
 
 fn dag() -> impl Strategy<Value = Dag> {
+    let shape = prop_oneof![
+        Just(DagShape::Flat),
+        Just(DagShape::NestedLast),
+        Just(DagShape::NestedFirst),
+    ];
     let kind = prop_oneof![
         Just(LeafKind::RowMajor),
-        Just(LeafKind::Transposed),
-        Just(LeafKind::BroadcastRows),
-        Just(LeafKind::BroadcastCols),
+        Just(LeafKind::ColMajor),
+        Just(LeafKind::Strided),
+        Just(LeafKind::BroadcastFirst),
+        Just(LeafKind::BroadcastSecond),
+        Just(LeafKind::BroadcastLast),
     ];
-    let leaf = (kind, prop::collection::vec(-1.0f32..1.0, 6));
+    let leaf = (kind, prop::collection::vec(-1.0f32..1.0, SEED_LEN));
     (
+        shape,
         prop::collection::vec(leaf, 1..4),
-        prop::collection::vec((any::<bool>(), any::<u16>(), any::<u16>()), 1..7),
+        prop::collection::vec((0u8..3, any::<u16>(), any::<u16>()), 1..7),
     )
-        .prop_map(|(leaves, raw)| {
+        .prop_map(|(shape, leaves, raw)| {
             let mut ops = Vec::new();
-            for (i, (is_add, a, b)) in raw.into_iter().enumerate() {
+            for (i, (op, a, b)) in raw.into_iter().enumerate() {
                 let avail = leaves.len() + i;
                 let (a, b) = (a as usize % avail, b as usize % avail);
-                ops.push(if is_add { Op::Add(a, b) } else { Op::Mul(a, b) });
+                ops.push(match op {
+                    0 => Op::Add(a, b),
+                    1 => Op::Mul(a, b),
+                    _ => Op::Mean(a),
+                });
             }
-            Dag { leaves, ops }
+            Dag { shape, leaves, ops }
         })
 }
 
-/// Evaluates the DAG on `leaves`; returns every value (leaves first) so tests can poke inside.
-fn eval(dag: &Dag, leaves: &[Tensor]) -> Result<Vec<Tensor>> {
+fn make_leaves(dag: &Dag) -> Vec<Tensor> {
+    let shape = dag.shape.shape();
+    dag.leaves
+        .iter()
+        .map(|(k, s)| leaf(&shape, *k, s))
+        .collect()
+}
+
+/// One op of the DAG on `values`.
+fn apply(dag: &Dag, op: Op, values: &[Tensor]) -> Result<Tensor> {
+    match op {
+        Op::Add(a, b) => add(&values[a], &values[b]),
+        Op::Mul(a, b) => mul(&values[a], &values[b]),
+        Op::Mean(a) => {
+            let x = &values[a];
+            let mean = mul_scalar(&sum(x)?, 1.0 / x.size() as f32)?;
+            match dag.shape {
+                DagShape::Flat => broadcast_to(&mean, &x.dims()),
+                DagShape::NestedLast | DagShape::NestedFirst => expand(&mean, x.shape()),
+            }
+        }
+    }
+}
+
+/// Evaluates the DAG on `leaves`, op `fault.0` replaced by a [`Faulty`] stand-in; returns every
+/// value (leaves first) so tests can poke inside.
+fn eval(dag: &Dag, leaves: &[Tensor], fault: Option<(usize, BadVjp)>) -> Result<Vec<Tensor>> {
     let mut values: Vec<Tensor> = leaves.to_vec();
-    for op in &dag.ops {
-        let v = match *op {
-            Op::Add(a, b) => add(&values[a], &values[b])?,
-            Op::Mul(a, b) => mul(&values[a], &values[b])?,
+    for (i, &op) in dag.ops.iter().enumerate() {
+        let v = match fault {
+            Some((at, bad)) if at == i => faulty(dag, op, &values, bad)?,
+            _ => apply(dag, op, &values)?,
         };
         values.push(v);
     }
     Ok(values)
 }
 
-fn make_leaves(dag: &Dag) -> Vec<Tensor> {
-    dag.leaves.iter().map(|(k, s)| leaf(*k, s)).collect()
+fn output(dag: &Dag, leaves: &[Tensor]) -> Tensor {
+    eval(dag, leaves, None)
+        .expect("forward")
+        .pop()
+        .expect("an op")
+}
+
+/// The ops whose results the output depends on (the last op included).
+fn ancestors(dag: &Dag) -> Vec<usize> {
+    let n = dag.leaves.len();
+    let mut live = vec![false; dag.ops.len()];
+    if let Some(last) = live.last_mut() {
+        *last = true;
+    }
+    for i in (0..dag.ops.len()).rev() {
+        if live[i] {
+            for j in dag.ops[i].operands() {
+                if j >= n {
+                    live[j - n] = true;
+                }
+            }
+        }
+    }
+    (0..dag.ops.len()).filter(|&i| live[i]).collect()
 }
 
 fn cotangent_for(out: &Tensor, seed: u32) -> Tensor {
@@ -110,13 +251,146 @@ fn bits(t: &Tensor) -> Option<Vec<u32>> {
         .map(|g| vals(&g).iter().map(|x| x.to_bits()).collect())
 }
 
+/// Central-difference step on a storage slot, and the tolerances Float32 allows.
+const STEP: f32 = 1e-2;
+const ATOL: f64 = 2e-2;
+const RTOL: f64 = 2e-2;
+
+/// Compares `g` (the gradients `grad` returned for `cot`) with central differences of
+/// `<cot, f(x)>`, perturbing every storage slot of fresh copies of the leaves; every logical
+/// position sharing a slot must carry the slot's derivative. Returns the worst mismatch.
+fn finite_difference_mismatch(dag: &Dag, cot: &[f32], g: &[Option<Tensor>]) -> Option<String> {
+    let xs = make_leaves(dag);
+    let _guard = no_grad();
+    let project = |xs: &[Tensor]| -> f64 {
+        let out = output(dag, xs);
+        let y = vals(&out);
+        y.iter()
+            .zip(cot)
+            .map(|(&y, &c)| f64::from(y) * f64::from(c))
+            .sum()
+    };
+    let mut worst: Option<(f64, String)> = None;
+    for (i, x) in xs.iter().enumerate() {
+        let analytic = g[i].as_ref().map_or_else(|| vec![0.0; x.size()], vals);
+        let carrier = x.carrier().expect("one subtensor");
+        let read = |at: usize| carrier.read(at).expect("in range").to_f64();
+        let write = |at: usize, v: f64| {
+            carrier
+                .write(&[(at, Scalar::F32(v as f32))])
+                .expect("in range");
+        };
+        let offsets = x.layout().offsets();
+        let mut done = HashSet::new();
+        for &slot in &offsets {
+            if !done.insert(slot) {
+                continue;
+            }
+            let at = x.offset() + slot;
+            let orig = read(at);
+            write(at, orig + f64::from(STEP));
+            let (up, plus) = (read(at), project(&xs));
+            write(at, orig - f64::from(STEP));
+            let (down, minus) = (read(at), project(&xs));
+            write(at, orig);
+            let numeric = (plus - minus) / (up - down);
+            for (p, _) in offsets.iter().enumerate().filter(|&(_, &o)| o == slot) {
+                let a = f64::from(analytic[p]);
+                let excess = (a - numeric).abs() - (ATOL + RTOL * numeric.abs());
+                if excess > 0.0 && worst.as_ref().is_none_or(|w| excess > w.0) {
+                    let what = format!(
+                        "leaf {i} ({:?}, layout {}) storage slot {slot} at logical position {p}: \
+                         grad {a:.6} vs central difference {numeric:.6}",
+                        dag.leaves[i].0,
+                        x.layout()
+                    );
+                    worst = Some((excess, what));
+                }
+            }
+        }
+    }
+    worst.map(|(_, what)| what)
+}
+
+/// A batched-compatible output: the DAG's output, copied when it is a broadcast view (a batch
+/// of cotangents for a broadcast output has no injective per-index layout to take).
+fn injective(out: Tensor) -> Tensor {
+    if out.layout().is_injective() {
+        out
+    } else {
+        mul_scalar(&out, 1.0).expect("copy")
+    }
+}
+
+/// How a VJP misbehaves.
+#[derive(Debug, Clone, Copy)]
+enum BadVjp {
+    /// Returns `Err`.
+    Err,
+    /// Returns one gradient too many.
+    Count,
+    /// Returns a gradient of the wrong shape for its last input.
+    Shape,
+}
+
+/// What fails at the chosen DAG node.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// The op is replaced by a [`Faulty`] stand-in.
+    Vjp(BadVjp),
+    /// The op's first input is mutated in place after the forward pass.
+    Stale,
+    /// The op's result is differentiated (without `retain_graph`) before the output is.
+    Released,
+}
+
+impl Fault {
+    /// What the error message must contain.
+    fn marker(self) -> &'static str {
+        match self {
+            Fault::Vjp(BadVjp::Err) => "injected failure",
+            Fault::Vjp(BadVjp::Count) => "gradients for",
+            Fault::Vjp(BadVjp::Shape) => "gradient for input",
+            Fault::Stale => "in-place modification",
+            Fault::Released => "retain_graph",
+        }
+    }
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        Just(Fault::Vjp(BadVjp::Err)),
+        Just(Fault::Vjp(BadVjp::Count)),
+        Just(Fault::Vjp(BadVjp::Shape)),
+        Just(Fault::Stale),
+        Just(Fault::Released),
+    ]
+}
+
+/// Every node reachable from `roots` through saved inputs, each once.
+fn graph_nodes<'a>(roots: impl IntoIterator<Item = &'a Tensor>) -> Vec<Node> {
+    let mut seen = HashSet::new();
+    let mut nodes = Vec::new();
+    let mut stack: Vec<Tensor> = roots.into_iter().cloned().collect();
+    while let Some(t) = stack.pop() {
+        let Some(node) = t.autograd_ctx() else {
+            continue;
+        };
+        if seen.insert(Arc::as_ptr(&node).cast::<()>() as usize) {
+            stack.extend(node.inputs());
+            nodes.push(node);
+        }
+    }
+    nodes
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn grad_equals_backward_and_finite_differences(dag in dag(), seed in 0u32..100) {
         let leaves = make_leaves(&dag);
-        let out = eval(&dag, &leaves).unwrap().pop().unwrap();
+        let out = output(&dag, &leaves);
         let cot = cotangent_for(&out, seed);
         let refs: Vec<&Tensor> = leaves.iter().collect();
         let opts = GradOptions { retain_graph: true, ..GradOptions::default() };
@@ -135,8 +409,14 @@ proptest! {
                 (acc, gi) => prop_assert!(false, "backward {:?} vs grad {:?}", acc, gi),
             }
         }
-        // finite differences through the same DAG (sum makes a scalar; gradcheck draws its own cotangent)
-        let f = |xs: &[Tensor]| eval(&dag, xs).and_then(|mut v| v.pop().ok_or_else(|| autograd_core::Error::Value("empty".into())));
+        // central differences of <cot, f(x)> with the very cotangent `grad` used
+        if let Some(worst) = finite_difference_mismatch(&dag, &vals(&cot), &g) {
+            prop_assert!(false, "{}", worst);
+        }
+        // and gradcheck's own random cotangent, perturbing through logical coordinates
+        let f = |xs: &[Tensor]| {
+            eval(&dag, xs, None)?.pop().ok_or_else(|| Error::Value("no output".into()))
+        };
         let report = gradcheck(f, &make_leaves(&dag), GradcheckOptions::default());
         prop_assert!(report.is_ok(), "{:?}", report);
     }
@@ -144,7 +424,7 @@ proptest! {
     #[test]
     fn batched_grad_matches_unbatched(dag in dag(), k in 1usize..4) {
         let leaves = make_leaves(&dag);
-        let out = eval(&dag, &leaves).unwrap().pop().unwrap();
+        let out = injective(output(&dag, &leaves));
         let refs: Vec<&Tensor> = leaves.iter().collect();
         let singles: Vec<Tensor> = (0..k).map(|i| cotangent_for(&out, i as u32 * 13)).collect();
         // Stack the k cotangents along a prepended batch mode of stride = cosize(output layout).
@@ -157,9 +437,10 @@ proptest! {
             }
         }
         let batched_layout = out.layout().prepend_mode(k, cos).unwrap();
-        let batched = Tensor::from_parts(autograd_core::CpuCarrier::from_vec(data), batched_layout, 0).unwrap();
+        let batched = Tensor::from_parts(CpuCarrier::from_vec(data), batched_layout, 0).unwrap();
         let keep = GradOptions { retain_graph: true, ..GradOptions::default() };
-        let stacked = grad(&out, &refs, &batched, GradOptions { batched: true, retain_graph: true }).unwrap();
+        let both = GradOptions { batched: true, retain_graph: true };
+        let stacked = grad(&out, &refs, &batched, both).unwrap();
         for (i, c) in singles.iter().enumerate() {
             let one = grad(&out, &refs, c, keep).unwrap();
             for (s, o) in stacked.iter().zip(&one) {
@@ -179,50 +460,117 @@ proptest! {
     }
 
     #[test]
-    fn injected_failure_changes_no_grad(dag in dag(), at in any::<u16>(), how in 0u8..3, seed in 0u32..50) {
+    fn injected_failure_changes_no_grad(
+        dag in dag(),
+        fault in fault(),
+        at in any::<u16>(),
+        retain in any::<u16>(),
+        seed in 0u32..50,
+    ) {
+        let n = dag.leaves.len();
+        let live_ops = ancestors(&dag);
+        let i = live_ops[at as usize % live_ops.len()];
         let leaves = make_leaves(&dag);
-        // give every leaf a prior gradient so "unchanged" is a real check
-        for (i, l) in leaves.iter().enumerate() {
-            let prior = l.f32_like((0..l.size()).map(|j| (i * 10 + j) as f32 * 0.25).collect()).unwrap();
-            l.set_grad(Some(prior)).unwrap();
+        let bad = match fault {
+            Fault::Vjp(bad) => Some((i, bad)),
+            Fault::Stale | Fault::Released => None,
+        };
+        let values = eval(&dag, &leaves, bad).unwrap();
+        // The DAG's output is the first input of the final add, a counting probe on a side leaf
+        // the second: the traversal runs the probe first, staging the side leaf's gradient (and
+        // those of a retained `out` or `probed`), and only then reaches the failure in the DAG.
+        let side = leaf(&dag.shape.shape(), LeafKind::RowMajor, &[0.25; SEED_LEN]);
+        let (probed, runs) = probe(&side);
+        let out = add(values.last().unwrap(), &probed).unwrap();
+        let nodes = graph_nodes(values.iter().chain([&probed, &out]));
+
+        // prior gradients on every leaf and on randomly chosen retained intermediates
+        let mut tracked: Vec<&Tensor> = leaves.iter().chain([&side]).collect();
+        for (j, v) in values[n..].iter().chain([&probed, &out]).enumerate() {
+            if retain & (1 << j) != 0 {
+                v.retain_grad(true).unwrap();
+                tracked.push(v);
+            }
         }
-        let before: Vec<_> = leaves.iter().map(bits).collect();
-        let values = eval(&dag, &leaves).unwrap();
-        // a node's result for the failing VJP; for the mutation, any value but the last (which
-        // the probe saves, and which must stay valid for the probe to run)
-        let victim = if how == 2 {
-            &values[at as usize % (values.len() - 1)]
+        for (j, t) in tracked.iter().enumerate() {
+            let prior: Vec<f32> = (0..t.size()).map(|k| (j * 16 + k) as f32 * 0.25).collect();
+            let prior = t.f32_like(prior).unwrap();
+            t.set_grad(Some(prior)).unwrap();
+        }
+
+        match fault {
+            Fault::Vjp(_) => {}
+            Fault::Stale => {
+                let victim = &values[dag.ops[i].operands()[0]];
+                let old = victim.get(&[0, 0]).unwrap().to_f64() as f32;
+                victim.set(&[0, 0], old + 1.0).unwrap();
+            }
+            Fault::Released => {
+                let v = &values[n + i];
+                v.backward_with(Some(&cotangent_for(v, seed)), false).unwrap();
+            }
+        }
+
+        let live_before: Vec<bool> = nodes.iter().map(|node| !node.is_released()).collect();
+        let before: Vec<Option<Tensor>> = tracked.iter().map(|t| t.grad().unwrap()).collect();
+        let before_bits: Vec<_> = tracked.iter().map(|t| bits(t)).collect();
+        let result = out.backward_with(Some(&cotangent_for(&out, seed)), false);
+        prop_assert!(result.is_err(), "{:?} at op {} did not fail", fault, i);
+        let message = result.unwrap_err().to_string();
+        prop_assert!(message.contains(fault.marker()), "{:?} failed with: {}", fault, message);
+        if let Fault::Vjp(_) = fault {
+            prop_assert!(message.contains("faulty"), "the error names the culprit: {}", message);
+        }
+        if !matches!(fault, Fault::Released) {
+            // (a released node is refused while the graph is discovered, before any VJP)
+            prop_assert!(runs.load(Ordering::SeqCst) >= 1, "the failure was reached after staging");
+        }
+
+        let after_bits: Vec<_> = tracked.iter().map(|t| bits(t)).collect();
+        prop_assert_eq!(before_bits, after_bits);
+        for (t, b) in tracked.iter().zip(&before) {
+            let same = match (t.grad().unwrap(), b) {
+                (Some(a), Some(b)) => a.same_tensor(b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            prop_assert!(same, ".grad was replaced");
+        }
+        if matches!(fault, Fault::Released) {
+            prop_assert!(live_before.contains(&false), "the first traversal released nodes");
         } else {
-            &values[dag.leaves.len() + at as usize % dag.ops.len()]
-        };
-        // The failing branch is the first input of the final add, the DAG (behind a counting
-        // probe) the second: the traversal runs the DAG side first, staging leaf gradients,
-        // and only then reaches the failure.
-        let (probed, runs) = probe(values.last().unwrap());
-        let bad = match how {
-            0 => faulty(victim, false),
-            1 => faulty(victim, true),
-            _ => mul_scalar(victim, 1.0).unwrap(),
-        };
-        let out = sum(&add(&bad, &probed).unwrap()).unwrap();
-        if how == 2 {
-            // an in-place mutation of a saved tensor after the forward pass
-            let old = victim.get(&[0, 0]).unwrap();
-            victim.set(&[0, 0], old.to_f64() as f32 + 1.0).unwrap();
+            prop_assert!(live_before.iter().all(|&l| l));
         }
-        let cot = Tensor::scalar(seed as f32 / 10.0 + 0.5);
-        prop_assert!(out.backward_with(Some(&cot), false).is_err());
-        prop_assert!(runs.load(Ordering::SeqCst) >= 1, "the DAG side ran before the failure");
-        let after: Vec<_> = leaves.iter().map(bits).collect();
-        prop_assert_eq!(before, after);
-        // nothing was released: every node still has its saved inputs
-        for v in values.iter().chain([&probed, &bad, &out]) {
-            if let Some(node) = v.autograd_ctx() {
-                prop_assert!(!node.is_released());
+        for (node, &was_live) in nodes.iter().zip(&live_before) {
+            if was_live {
+                prop_assert!(!node.is_released(), "{:?} was released", node);
                 prop_assert!(!node.inputs().is_empty());
             }
         }
     }
+}
+
+#[test]
+fn leaf_kinds_reach_nested_stride_zero_modes() {
+    let nested = shape![2, [3, 2]];
+    let cases = [
+        (LeafKind::RowMajor, "(2,(3,2)):(6,(1,3))"),
+        (LeafKind::ColMajor, "(2,(3,2)):(1,(2,6))"),
+        (LeafKind::Strided, "(2,(3,2)):(12,(2,6))"),
+        (LeafKind::BroadcastFirst, "(2,(3,2)):(0,(1,3))"),
+        (LeafKind::BroadcastSecond, "(2,(3,2)):(2,(0,1))"),
+        (LeafKind::BroadcastLast, "(2,(3,2)):(3,(1,0))"),
+    ];
+    for (kind, want) in cases {
+        assert_eq!(leaf_layout(&nested, kind).to_string(), want, "{kind:?}");
+    }
+    assert_eq!(
+        leaf_layout(&shape![[2, 2], 3], LeafKind::BroadcastFirst).to_string(),
+        "((2,2),3):((0,3),1)"
+    );
+    assert_eq!(
+        leaf_layout(&shape![2, 3], LeafKind::ColMajor),
+        Layout::canonical(shape![2, 3]).unwrap()
+    );
 }
 
 /// An identity op counting how often its VJP runs.
@@ -254,10 +602,39 @@ fn probe(x: &Tensor) -> (Tensor, Arc<AtomicUsize>) {
     (out, runs)
 }
 
-/// An identity op whose VJP fails (or returns two gradients for one input).
+/// A stride-0 view of a one-element tensor with a (possibly nested) `shape`: `broadcast_to`
+/// for shapes it cannot make.
+struct Expand {
+    saved: SavedState,
+}
+
+impl Operation for Expand {
+    fn name(&self) -> &'static str {
+        "expand"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        // The engine folded the cotangent of the stride-0 result: every position holds the sum.
+        let total = g.values::<f32>()?[0];
+        let x = &self.saved.inputs()[0];
+        Ok(vec![Some(x.f32_like(vec![total])?)])
+    }
+}
+
+fn expand(x: &Tensor, shape: &Shape) -> Result<Tensor> {
+    let zeros = Stride(shape.0.map_leaves(&mut |_| 0));
+    let view = x
+        .detach()
+        .with_layout(Layout::new(shape.clone(), zeros)?, x.offset())?;
+    Ok(record(view, &[x], Vec::new(), |saved| Expand { saved }))
+}
+
+/// A stand-in for one DAG op: the op's forward values, a misbehaving VJP.
 struct Faulty {
     saved: SavedState,
-    wrong_count: bool,
+    bad: BadVjp,
 }
 
 impl Operation for Faulty {
@@ -268,15 +645,32 @@ impl Operation for Faulty {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        if self.wrong_count {
-            Ok(vec![Some(g.clone()), None])
-        } else {
-            Err(autograd_core::Error::Runtime("injected failure".into()))
+        let inputs = self.saved.inputs();
+        match self.bad {
+            BadVjp::Err => Err(Error::Runtime("injected failure".into())),
+            BadVjp::Count => Ok(vec![Some(g.clone()); inputs.len() + 1]),
+            BadVjp::Shape => {
+                // well-formed gradients for every input but the last, which gets a [5] tensor
+                let (_, first) = inputs.split_last().expect("an input");
+                let mut grads = first
+                    .iter()
+                    .map(|x| x.gradient_like(g.clone()).map(Some))
+                    .collect::<Result<Vec<_>>>()?;
+                grads.push(Some(Tensor::from_vec(vec![0.5f32; 5], shape![5])?));
+                Ok(grads)
+            }
         }
     }
 }
 
-fn faulty(x: &Tensor, wrong_count: bool) -> Tensor {
-    let out = x.contiguous().unwrap();
-    record(out, &[x], Vec::new(), |saved| Faulty { saved, wrong_count })
+fn faulty(dag: &Dag, op: Op, values: &[Tensor], bad: BadVjp) -> Result<Tensor> {
+    let result = {
+        let _guard = no_grad();
+        apply(dag, op, values)?
+    };
+    let inputs: Vec<&Tensor> = op.operands().into_iter().map(|j| &values[j]).collect();
+    Ok(record(result, &inputs, Vec::new(), |saved| Faulty {
+        saved,
+        bad,
+    }))
 }
