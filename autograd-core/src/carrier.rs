@@ -89,6 +89,9 @@ impl dyn Carrier {
 pub struct CpuCarrier {
     id: CarrierId,
     version: AtomicU64,
+    // The length never changes after construction; kept outside the lock so reading it takes
+    // no lock (a caller may ask for it while it holds the elements).
+    len: usize,
     data: RwLock<Storage>,
 }
 
@@ -179,15 +182,13 @@ impl Storage {
 
 impl fmt::Debug for CpuCarrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (len, dtype) = {
-            let data = self.lock_read();
-            (data.len(), data.dtype())
-        };
+        let dtype = self.lock_read().dtype();
         write!(
             f,
-            "CpuCarrier({}, v{}, {len} x {dtype})",
+            "CpuCarrier({}, v{}, {} x {dtype})",
             self.id,
             self.version(),
+            self.len
         )
     }
 }
@@ -202,6 +203,7 @@ impl CpuCarrier {
         CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
+            len: storage.len(),
             data: RwLock::new(storage),
         }
     }
@@ -245,6 +247,32 @@ impl CpuCarrier {
         }
     }
 
+    /// Runs `f` on the elements of `self` and `other` as typed slices, locking each carrier
+    /// once (they may be the same carrier, as in `x * x`) and in a fixed order, so that no
+    /// thread ever holds one carrier's lock while it waits to lock the same carrier again.
+    pub fn with_slice_pair<T: Element, R>(
+        &self,
+        other: &CpuCarrier,
+        f: impl FnOnce(&[T], &[T]) -> R,
+    ) -> Result<R> {
+        if std::ptr::eq(self, other) {
+            return self.with_slice(|s| f(s, s));
+        }
+        if std::ptr::from_ref(self) < std::ptr::from_ref(other) {
+            self.with_slice(|a| other.with_slice(|b| f(a, b)))?
+        } else {
+            other.with_slice(|b| self.with_slice(|a| f(a, b)))?
+        }
+    }
+
+    /// Runs `f` on the whole buffer (any dtype); small inline storage is lent as a copy.
+    pub fn with_buffer<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
+        match &*self.lock_read() {
+            Storage::Heap(b) => f(b),
+            small @ Storage::SmallF32 { .. } => f(&small.to_buffer()),
+        }
+    }
+
     /// Runs `f` on the elements as a mutable typed slice; a success bumps the version once.
     pub fn with_slice_mut<T: Element, R>(
         &self,
@@ -269,7 +297,7 @@ impl Carrier for CpuCarrier {
         self.version.load(Ordering::Acquire)
     }
     fn len(&self) -> usize {
-        self.lock_read().len()
+        self.len
     }
     fn dtype(&self) -> DType {
         self.lock_read().dtype()
@@ -278,14 +306,13 @@ impl Carrier for CpuCarrier {
         "CpuCarrier"
     }
     fn read(&self, offset: usize) -> Result<Scalar> {
-        let data = self.lock_read();
-        match data.get(offset) {
+        match self.lock_read().get(offset) {
             Some(v) => Ok(v),
             None => bail!(
                 Value,
                 "offset {offset} is out of range for {} of length {}",
                 self.id,
-                data.len()
+                self.len
             ),
         }
     }
@@ -294,7 +321,7 @@ impl Carrier for CpuCarrier {
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
-        let (len, dtype) = (data.len(), data.dtype());
+        let (len, dtype) = (self.len, data.dtype());
         for &(o, v) in writes {
             ensure!(
                 o < len,

@@ -377,7 +377,8 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// with graph construction disabled, checks the gradient count and validates each gradient
 /// against its input (spec: cotangent layouts must address the target exactly). Hands
 /// `(input index, input, gradient in the input's gradient-buffer layout)` to `each` for every
-/// differentiable input that received one.
+/// differentiable input that received one. `each` runs while the node's saved state is locked,
+/// so it must not touch the node.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: &Tensor,
@@ -392,7 +393,7 @@ pub(crate) fn run_vjp(
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.
     let returned = grads.len();
-    let failure = node.saved().with(node.name(), |s| {
+    let Ok(failure) = node.saved().with(node.name(), |s| {
         if returned != s.inputs.len() {
             return Some(Failure::Count(s.inputs.len()));
         }
@@ -410,7 +411,13 @@ pub(crate) fn run_vjp(
             }
         }
         None
-    })?;
+    }) else {
+        bail!(
+            Runtime,
+            "the saved state of {} was released while its backward ran, by Operation::release or by a concurrent traversal without retain_graph=True",
+            describe_node(node)
+        );
+    };
     match failure {
         None => Ok(()),
         Some(Failure::Count(expected)) => bail!(

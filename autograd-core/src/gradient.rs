@@ -136,9 +136,7 @@ pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Te
     let single = a.subtensor_count() == 1 && b.subtensor_count() == 1;
     if single && a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
         if let (Some(ca), Some(cb)) = (a.part_carrier(0).as_cpu(), b.part_carrier(0).as_cpu()) {
-            let sum = ca.with_slice::<f32, _>(|x| {
-                cb.with_slice::<f32, _>(|y| add_slots(a.layout(), x, y))
-            })???;
+            let sum = ca.with_slice_pair::<f32, _>(cb, |x, y| add_slots(a.layout(), x, y))??;
             let carrier = class.fresh(Buffer::F32(sum))?;
             return Ok(Tensor::from_carrier_unchecked(
                 carrier,

@@ -194,7 +194,8 @@ impl std::ops::Deref for SavedContext {
 /// context (residual tensors forward chose to keep). Graph release empties it.
 #[derive(Debug)]
 pub struct Saved {
-    /// Saved positional tensor inputs with their version snapshots, in argument order.
+    /// Saved positional tensor inputs with the versions of their carriers, in argument order
+    /// ([`SavedVersions::snapshot`] pairs them with the carriers' identities).
     pub inputs: SavedInputs,
     /// Residual tensors kept for backward.
     pub context: SavedContext,
@@ -336,9 +337,10 @@ impl SavedState {
     /// someone released the node meanwhile.
     pub(crate) fn unclaim(&self) {
         let mut slot = self.lock();
-        if let Slot::Claimed(s) = std::mem::replace(&mut *slot, Slot::Released) {
-            *slot = Slot::Live(s);
-        }
+        *slot = match std::mem::replace(&mut *slot, Slot::Released) {
+            Slot::Claimed(s) => Slot::Live(s),
+            other => other,
+        };
     }
 
     /// Releases claimed state, returning it so the caller drops it outside the lock.

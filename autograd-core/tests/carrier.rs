@@ -436,3 +436,47 @@ fn small_float32_storage_behaves_like_heap_storage() {
         assert_eq!(now.len(), n);
     }
 }
+
+#[test]
+fn the_length_needs_no_lock_and_small_storage_lends_a_buffer() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let small = CpuCarrier::from_vec(vec![0i32])
+        .fresh(Buffer::F32(vec![1.0, 2.0]))
+        .unwrap();
+    assert_eq!(
+        small.as_cpu().unwrap().with_buffer(Buffer::clone),
+        Buffer::F32(vec![1.0, 2.0])
+    );
+    let heap = CpuCarrier::new(Buffer::F64(vec![3.0; 40]));
+    assert_eq!(heap.with_buffer(Buffer::len), 40);
+    // asking for the length while holding the elements must not lock the carrier again
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || {
+        let n = heap.with_slice_mut::<f64, _>(|s| Ok(s.len() + heap.len()));
+        let _ = done.send(n.map_err(|e| e.to_string()));
+    });
+    let n = result
+        .recv_timeout(Duration::from_secs(60))
+        .expect("no deadlock");
+    assert_eq!(n, Ok(80));
+}
+
+#[test]
+fn a_pair_of_slices_may_come_from_one_carrier() {
+    let a = CpuCarrier::new(Buffer::F32(vec![1.0, 2.0]));
+    let b = CpuCarrier::new(Buffer::F32(vec![10.0, 20.0]));
+    let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+    assert_eq!(a.with_slice_pair::<f32, _>(&a, dot).unwrap(), 5.0);
+    assert_eq!(a.with_slice_pair::<f32, _>(&b, dot).unwrap(), 50.0);
+    // the first slice is always `self`'s, whichever lock is taken first
+    let first = |x: &[f32], _: &[f32]| x[0];
+    assert_eq!(a.with_slice_pair::<f32, _>(&b, first).unwrap(), 1.0);
+    assert_eq!(b.with_slice_pair::<f32, _>(&a, first).unwrap(), 10.0);
+    assert_eq!(
+        a.with_slice_pair::<i32, _>(&b, |_, _| ())
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Type
+    );
+}

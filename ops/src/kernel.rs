@@ -58,15 +58,13 @@ pub(crate) fn zip(op: &str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32)
     );
     if let (Some(ca), Some(cb)) = (dense_cpu(a), dense_cpu(b)) {
         let (oa, ob, n) = (a.offset(), b.offset(), a.size());
-        let values = ca.with_slice::<f32, _>(|x| {
-            cb.with_slice::<f32, _>(|y| {
-                x[oa..oa + n]
-                    .iter()
-                    .zip(&y[ob..ob + n])
-                    .map(|(&p, &q)| f(p, q))
-                    .collect()
-            })
-        })??;
+        let values = ca.with_slice_pair::<f32, _>(cb, |x, y| {
+            x[oa..oa + n]
+                .iter()
+                .zip(&y[ob..ob + n])
+                .map(|(&p, &q)| f(p, q))
+                .collect()
+        })?;
         return output(a, values, reuse(a));
     }
     let x = a.values::<f32>()?;

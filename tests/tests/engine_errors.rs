@@ -228,3 +228,40 @@ fn contributions_of_another_shape_to_one_node_are_refused() {
     assert_eq!(grad_vals(&x), None);
     assert!(!loss.autograd_ctx().unwrap().is_released());
 }
+
+/// An identity op whose VJP releases its own node, as a careless user op might.
+struct ReleasesItself {
+    saved: SavedState,
+}
+
+impl Operation for ReleasesItself {
+    fn name(&self) -> &'static str {
+        "releases_itself"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        self.release();
+        Ok(vec![Some(g.clone())])
+    }
+}
+
+#[test]
+fn a_node_released_while_its_backward_runs_is_reported_as_such() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = record(x.detach().contiguous().unwrap(), &[&x], vec![], |saved| {
+        ReleasesItself { saved }
+    });
+    let err = y
+        .backward_with(Some(&t(&[1.0, 1.0], &[2])), true)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Runtime);
+    assert!(
+        err.message()
+            .contains("released while its backward ran, by Operation::release"),
+        "{err}"
+    );
+    assert!(err.message().contains("releases_itself"), "{err}");
+    assert_eq!(grad_vals(&x), None);
+}
