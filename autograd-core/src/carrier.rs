@@ -89,10 +89,33 @@ impl dyn Carrier {
 pub struct CpuCarrier {
     id: CarrierId,
     version: AtomicU64,
-    // The length never changes after construction; kept outside the lock so reading it takes
-    // no lock (a caller may ask for it while it holds the elements).
+    // The length and dtype never change after construction; kept outside the lock so reading
+    // them takes no lock (a caller may ask while it holds the elements).
     len: usize,
+    dtype: Simple,
     data: RwLock<Storage>,
+}
+
+/// The element dtype of CPU storage, one byte wide.
+#[derive(Debug, Clone, Copy)]
+enum Simple {
+    F32,
+    F64,
+    I32,
+    I64,
+    Bool,
+}
+
+impl Simple {
+    fn dtype(self) -> DType {
+        match self {
+            Simple::F32 => DType::Float32,
+            Simple::F64 => DType::Float64,
+            Simple::I32 => DType::Int32,
+            Simple::I64 => DType::Int64,
+            Simple::Bool => DType::Bool,
+        }
+    }
 }
 
 /// Float32 storage of at most this many elements (one cache line) lives inside the carrier.
@@ -138,10 +161,13 @@ impl Storage {
         }
     }
 
-    fn dtype(&self) -> DType {
+    fn simple(&self) -> Simple {
         match self {
-            Storage::SmallF32 { .. } => DType::Float32,
-            Storage::Heap(b) => b.dtype(),
+            Storage::SmallF32 { .. } | Storage::Heap(Buffer::F32(_)) => Simple::F32,
+            Storage::Heap(Buffer::F64(_)) => Simple::F64,
+            Storage::Heap(Buffer::I32(_)) => Simple::I32,
+            Storage::Heap(Buffer::I64(_)) => Simple::I64,
+            Storage::Heap(Buffer::Bool(_)) => Simple::Bool,
         }
     }
 
@@ -182,13 +208,13 @@ impl Storage {
 
 impl fmt::Debug for CpuCarrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dtype = self.lock_read().dtype();
         write!(
             f,
-            "CpuCarrier({}, v{}, {} x {dtype})",
+            "CpuCarrier({}, v{}, {} x {})",
             self.id,
             self.version(),
-            self.len
+            self.len,
+            self.dtype.dtype()
         )
     }
 }
@@ -204,6 +230,7 @@ impl CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
             len: storage.len(),
+            dtype: storage.simple(),
             data: RwLock::new(storage),
         }
     }
@@ -241,7 +268,7 @@ impl CpuCarrier {
                 Type,
                 "{} holds {} elements, not {}",
                 self.id,
-                data.dtype(),
+                self.dtype.dtype(),
                 T::DTYPE
             ),
         }
@@ -279,9 +306,14 @@ impl CpuCarrier {
         f: impl FnOnce(&mut [T]) -> Result<R>,
     ) -> Result<R> {
         let mut data = self.lock_write();
-        let dtype = data.dtype();
         let Some(s) = data.slice_mut::<T>() else {
-            bail!(Type, "{} holds {dtype} elements, not {}", self.id, T::DTYPE)
+            bail!(
+                Type,
+                "{} holds {} elements, not {}",
+                self.id,
+                self.dtype.dtype(),
+                T::DTYPE
+            )
         };
         let out = f(s)?;
         self.version.fetch_add(1, Ordering::AcqRel);
@@ -300,7 +332,7 @@ impl Carrier for CpuCarrier {
         self.len
     }
     fn dtype(&self) -> DType {
-        self.lock_read().dtype()
+        self.dtype.dtype()
     }
     fn class_name(&self) -> &'static str {
         "CpuCarrier"
@@ -321,7 +353,7 @@ impl Carrier for CpuCarrier {
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
-        let (len, dtype) = (self.len, data.dtype());
+        let (len, dtype) = (self.len, self.dtype.dtype());
         for &(o, v) in writes {
             ensure!(
                 o < len,

@@ -480,3 +480,19 @@ fn a_pair_of_slices_may_come_from_one_carrier() {
         ErrorKind::Type
     );
 }
+
+#[test]
+fn the_dtype_needs_no_lock_either() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let c = CpuCarrier::new(Buffer::I64(vec![1, 2, 3]));
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || {
+        let d = c.with_slice_mut::<i64, _>(|_| Ok(c.dtype()));
+        let _ = done.send(d.map_err(|e| e.to_string()));
+    });
+    let d = result
+        .recv_timeout(Duration::from_secs(60))
+        .expect("no deadlock");
+    assert_eq!(d, Ok(DType::Int64));
+}
