@@ -222,7 +222,7 @@ impl<'p> Claim<'p> {
     }
 
     /// Claims step `i`'s node; fails if another traversal released or claimed it first.
-    fn take(&mut self, i: usize) -> Result<()> {
+    fn claim(&mut self, i: usize) -> Result<()> {
         let node = &self.plan.steps[i].node;
         node.saved().claim(node.name())?;
         self.claimed[i] = true;
@@ -233,7 +233,7 @@ impl<'p> Claim<'p> {
     pub(crate) fn rest(&mut self) -> Result<()> {
         for i in 0..self.claimed.len() {
             if !self.claimed[i] {
-                self.take(i)?;
+                self.claim(i)?;
             }
         }
         Ok(())
@@ -359,7 +359,7 @@ pub(crate) fn propagate(
             }
         })?;
         if let Some(claim) = claim.as_deref_mut() {
-            claim.take(i as usize)?;
+            claim.claim(i as usize)?;
         }
     }
     Ok(())

@@ -309,50 +309,51 @@ impl SavedState {
         ))
     }
 
+    /// Replaces the state by what `f` makes of it, under the lock.
+    fn transition<R>(&self, f: impl FnOnce(Slot) -> (Slot, R)) -> R {
+        let mut slot = self.lock();
+        let (next, out) = f(std::mem::replace(&mut *slot, Slot::Released));
+        *slot = next;
+        out
+    }
+
     /// Discards the state, returning it so the caller decides where it is dropped.
     pub fn take(&self) -> Option<Saved> {
-        match std::mem::replace(&mut *self.lock(), Slot::Released) {
-            Slot::Live(s) | Slot::Claimed(s) => Some(s),
-            Slot::Released => None,
-        }
+        self.transition(|slot| match slot {
+            Slot::Live(s) | Slot::Claimed(s) => (Slot::Released, Some(s)),
+            Slot::Released => (Slot::Released, None),
+        })
     }
 
     /// Marks the state as claimed by a traversal that will release it; fails when it was
     /// released or another traversal claimed it first.
     pub(crate) fn claim(&self, op: &str) -> Result<()> {
-        let mut slot = self.lock();
-        match std::mem::replace(&mut *slot, Slot::Released) {
-            Slot::Live(s) => {
-                *slot = Slot::Claimed(s);
-                Ok(())
-            }
-            other => {
-                *slot = other;
-                Err(self.released_error(op))
-            }
+        let claimed = self.transition(|slot| match slot {
+            Slot::Live(s) => (Slot::Claimed(s), true),
+            other => (other, false),
+        });
+        if claimed {
+            Ok(())
+        } else {
+            Err(self.released_error(op))
         }
     }
 
     /// Gives up a claim (the claiming traversal failed): the state is live again, unless
     /// someone released the node meanwhile.
     pub(crate) fn unclaim(&self) {
-        let mut slot = self.lock();
-        *slot = match std::mem::replace(&mut *slot, Slot::Released) {
-            Slot::Claimed(s) => Slot::Live(s),
-            other => other,
-        };
+        self.transition(|slot| match slot {
+            Slot::Claimed(s) => (Slot::Live(s), ()),
+            other => (other, ()),
+        });
     }
 
     /// Releases claimed state, returning it so the caller drops it outside the lock.
     pub(crate) fn release_claimed(&self) -> Option<Saved> {
-        let mut slot = self.lock();
-        match std::mem::replace(&mut *slot, Slot::Released) {
-            Slot::Claimed(s) => Some(s),
-            other => {
-                *slot = other;
-                None
-            }
-        }
+        self.transition(|slot| match slot {
+            Slot::Claimed(s) => (Slot::Released, Some(s)),
+            other => (other, None),
+        })
     }
 }
 
