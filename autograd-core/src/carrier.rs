@@ -91,31 +91,46 @@ pub struct CpuCarrier {
     version: AtomicU64,
     // The length and dtype never change after construction; kept outside the lock so reading
     // them takes no lock (a caller may ask while it holds the elements).
-    len: usize,
-    dtype: Simple,
+    extent: Extent,
     data: RwLock<Storage>,
 }
 
-/// The element dtype of CPU storage, one byte wide.
-#[derive(Debug, Clone, Copy)]
-enum Simple {
-    F32,
-    F64,
-    I32,
-    I64,
-    Bool,
-}
+/// A carrier's length and element dtype in one word: the dtype in the top three bits (no
+/// allocation can hold 2^61 elements), so the carrier stays within its allocation size class.
+#[derive(Clone, Copy)]
+struct Extent(usize);
 
-impl Simple {
+impl Extent {
+    const DTYPE_SHIFT: u32 = usize::BITS - 3;
+
+    fn new(len: usize, dtype: Simple) -> Extent {
+        debug_assert!(len >> Extent::DTYPE_SHIFT == 0, "no buffer holds 2^61 elements");
+        Extent(len | ((dtype as usize) << Extent::DTYPE_SHIFT))
+    }
+
+    fn len(self) -> usize {
+        self.0 & ((1 << Extent::DTYPE_SHIFT) - 1)
+    }
+
     fn dtype(self) -> DType {
-        match self {
-            Simple::F32 => DType::Float32,
-            Simple::F64 => DType::Float64,
-            Simple::I32 => DType::Int32,
-            Simple::I64 => DType::Int64,
-            Simple::Bool => DType::Bool,
+        match self.0 >> Extent::DTYPE_SHIFT {
+            0 => DType::Float32,
+            1 => DType::Float64,
+            2 => DType::Int32,
+            3 => DType::Int64,
+            _ => DType::Bool,
         }
     }
+}
+
+/// The element dtype of CPU storage, as [`Extent`] packs it.
+#[derive(Debug, Clone, Copy)]
+enum Simple {
+    F32 = 0,
+    F64 = 1,
+    I32 = 2,
+    I64 = 3,
+    Bool = 4,
 }
 
 /// Float32 storage of at most this many elements (one cache line) lives inside the carrier.
@@ -213,8 +228,8 @@ impl fmt::Debug for CpuCarrier {
             "CpuCarrier({}, v{}, {} x {})",
             self.id,
             self.version(),
-            self.len,
-            self.dtype.dtype()
+            self.extent.len(),
+            self.extent.dtype()
         )
     }
 }
@@ -229,8 +244,7 @@ impl CpuCarrier {
         CpuCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
-            len: storage.len(),
-            dtype: storage.simple(),
+            extent: Extent::new(storage.len(), storage.simple()),
             data: RwLock::new(storage),
         }
     }
@@ -268,7 +282,7 @@ impl CpuCarrier {
                 Type,
                 "{} holds {} elements, not {}",
                 self.id,
-                self.dtype.dtype(),
+                self.extent.dtype(),
                 T::DTYPE
             ),
         }
@@ -311,7 +325,7 @@ impl CpuCarrier {
                 Type,
                 "{} holds {} elements, not {}",
                 self.id,
-                self.dtype.dtype(),
+                self.extent.dtype(),
                 T::DTYPE
             )
         };
@@ -329,10 +343,10 @@ impl Carrier for CpuCarrier {
         self.version.load(Ordering::Acquire)
     }
     fn len(&self) -> usize {
-        self.len
+        self.extent.len()
     }
     fn dtype(&self) -> DType {
-        self.dtype.dtype()
+        self.extent.dtype()
     }
     fn class_name(&self) -> &'static str {
         "CpuCarrier"
@@ -344,7 +358,7 @@ impl Carrier for CpuCarrier {
                 Value,
                 "offset {offset} is out of range for {} of length {}",
                 self.id,
-                self.len
+                self.extent.len()
             ),
         }
     }
@@ -353,7 +367,7 @@ impl Carrier for CpuCarrier {
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
-        let (len, dtype) = (self.len, self.dtype.dtype());
+        let (len, dtype) = (self.extent.len(), self.extent.dtype());
         for &(o, v) in writes {
             ensure!(
                 o < len,
@@ -387,6 +401,24 @@ impl Carrier for CpuCarrier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_extent_keeps_length_and_dtype_apart() {
+        let dtypes = [
+            (Simple::F32, DType::Float32),
+            (Simple::F64, DType::Float64),
+            (Simple::I32, DType::Int32),
+            (Simple::I64, DType::Int64),
+            (Simple::Bool, DType::Bool),
+        ];
+        let largest = (1usize << Extent::DTYPE_SHIFT) - 1;
+        for (simple, dtype) in dtypes {
+            for len in [0, 1, 17, 1 << 40, largest] {
+                let e = Extent::new(len, simple);
+                assert_eq!((e.len(), e.dtype()), (len, dtype.clone()));
+            }
+        }
+    }
 
     #[test]
     fn versions_bump_once_per_successful_mutation() {

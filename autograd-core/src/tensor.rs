@@ -696,7 +696,7 @@ mod tests {
     #[test]
     fn graph_records_stay_small() {
         assert!(std::mem::size_of::<super::TensorInner>() <= 88);
-        assert!(std::mem::size_of::<crate::CpuCarrier>() <= 120);
+        assert!(std::mem::size_of::<crate::CpuCarrier>() <= 112);
         assert!(std::mem::size_of::<crate::SavedInput>() <= 24);
         assert!(std::mem::size_of::<crate::SavedState>() <= 88);
     }
