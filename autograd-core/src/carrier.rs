@@ -59,6 +59,11 @@ pub trait Carrier: Send + Sync + fmt::Debug + 'static {
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()>;
     /// Fresh storage of this carrier's exact implementation class holding `data`.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>>;
+    /// Fresh storage of this carrier's class holding a copy of `values`; a class may keep
+    /// small ones without allocating a buffer (the CPU carrier does).
+    fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
+        self.fresh(Buffer::F32(values.to_vec()))
+    }
     /// For downcasting to the implementation (kernels use this to reach typed slices).
     fn as_any(&self) -> &dyn Any;
 }
@@ -104,7 +109,10 @@ impl Extent {
     const DTYPE_SHIFT: u32 = usize::BITS - 3;
 
     fn new(len: usize, dtype: Simple) -> Extent {
-        debug_assert!(len >> Extent::DTYPE_SHIFT == 0, "no buffer holds 2^61 elements");
+        debug_assert!(
+            len >> Extent::DTYPE_SHIFT == 0,
+            "no buffer holds 2^61 elements"
+        );
         Extent(len | ((dtype as usize) << Extent::DTYPE_SHIFT))
     }
 
@@ -147,17 +155,19 @@ impl Storage {
     /// `data`, moved inline when it is small Float32.
     fn compact(data: Buffer) -> Storage {
         match data {
-            Buffer::F32(v) if v.len() <= SMALL_F32 => {
-                let mut small = [0.0; SMALL_F32];
-                small[..v.len()].copy_from_slice(&v);
-                Storage::SmallF32 {
-                    // Cannot truncate: at most SMALL_F32 elements.
-                    len: u8::try_from(v.len()).unwrap_or(u8::MAX),
-                    data: small,
-                }
-            }
+            Buffer::F32(v) => Storage::small_f32(&v).unwrap_or(Storage::Heap(Buffer::F32(v))),
             other => Storage::Heap(other),
         }
+    }
+
+    /// A copy of `values` inline, if they fit.
+    fn small_f32(values: &[f32]) -> Option<Storage> {
+        let len = u8::try_from(values.len())
+            .ok()
+            .filter(|&n| usize::from(n) <= SMALL_F32)?;
+        let mut data = [0.0; SMALL_F32];
+        data[..values.len()].copy_from_slice(values);
+        Some(Storage::SmallF32 { len, data })
     }
 
     fn slice<T: Element>(&self) -> Option<&[T]> {
@@ -392,6 +402,13 @@ impl Carrier for CpuCarrier {
     /// inline.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
         Ok(Arc::new(CpuCarrier::with_storage(Storage::compact(data))))
+    }
+    fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
+        let storage = match Storage::small_f32(values) {
+            Some(small) => small,
+            None => Storage::Heap(Buffer::F32(values.to_vec())),
+        };
+        Ok(Arc::new(CpuCarrier::with_storage(storage)))
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -18,7 +18,7 @@ pub(crate) fn place(
     class: &Arc<dyn Carrier>,
 ) -> Result<Tensor> {
     debug_assert_eq!(values.len(), layout.size());
-    let data = if layout.size() == layout.cosize() && layout.is_row_major_contiguous() {
+    let data = if is_dense(&layout) {
         values
     } else {
         let mut data = filled(layout.cosize(), 0.0f32)?;
@@ -36,6 +36,22 @@ pub(crate) fn place(
         layout,
         DType::Float32,
     ))
+}
+
+/// Whether values in logical order are exactly the storage of `layout` (no holes, no reorder).
+fn is_dense(layout: &Layout) -> bool {
+    layout.size() == layout.cosize() && layout.is_row_major_contiguous()
+}
+
+/// Fails unless `count` values fill `layout`.
+fn check_fill(count: usize, layout: &Layout) -> Result<()> {
+    ensure!(
+        count == layout.size(),
+        Value,
+        "{count} values cannot fill layout {layout} of {} elements",
+        layout.size()
+    );
+    Ok(())
 }
 
 /// Fails unless `g` is a Float32 tensor of one subtensor, the form every gradient takes.
@@ -199,14 +215,23 @@ impl Tensor {
     /// A Float32 tensor holding `values` (logical order) in `layout`, in fresh storage of
     /// `self`'s carrier class: how kernels make results that live where their inputs live.
     pub fn f32_with_layout(&self, values: Vec<f32>, layout: Arc<Layout>) -> Result<Tensor> {
-        ensure!(
-            values.len() == layout.size(),
-            Value,
-            "{} values cannot fill layout {layout} of {} elements",
-            values.len(),
-            layout.size()
-        );
+        check_fill(values.len(), &layout)?;
         place(values, layout, self.part_carrier(0))
+    }
+
+    /// [`Tensor::f32_with_layout`] from borrowed values, for kernels that compute into a
+    /// stack buffer: small dense results then need no heap buffer at all.
+    pub fn f32_from_slice(&self, values: &[f32], layout: Arc<Layout>) -> Result<Tensor> {
+        check_fill(values.len(), &layout)?;
+        if !is_dense(&layout) {
+            return place(values.to_vec(), layout, self.part_carrier(0));
+        }
+        let carrier = self.part_carrier(0).fresh_f32(values)?;
+        Ok(Tensor::from_carrier_unchecked(
+            carrier,
+            layout,
+            DType::Float32,
+        ))
     }
 
     /// `g`, a gradient with `self`'s shape, in a layout the engine accepts for `self`: `g`

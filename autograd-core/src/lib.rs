@@ -17,7 +17,7 @@ pub mod tape;
 mod tensor;
 mod view;
 
-pub use carrier::{Carrier, CarrierId, CpuCarrier};
+pub use carrier::{Carrier, CarrierId, CpuCarrier, SMALL_F32};
 pub use dtype::{CompoundDType, DType, DTypeCategory};
 pub use error::{Error, ErrorKind, Result};
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};

@@ -496,3 +496,33 @@ fn the_dtype_needs_no_lock_either() {
         .expect("no deadlock");
     assert_eq!(d, Ok(DType::Int64));
 }
+
+#[test]
+fn tensors_from_borrowed_values_keep_the_class_and_lay_values_out_logically() {
+    let small = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let large: Vec<f32> = (0..20u8).map(f32::from).collect();
+    for like in [
+        Tensor::from_vec(vec![0.0f32], shape![1]).unwrap(),
+        test_tensor(vec![0.0], &[1]),
+    ] {
+        let custom = is_test_class(like.carrier().unwrap());
+        // dense: the values are the storage
+        let row = Arc::new(Layout::row_major(&[2, 3]).unwrap());
+        let t = like.f32_from_slice(&small, row.clone()).unwrap();
+        assert_eq!(t.values::<f32>().unwrap(), small.to_vec());
+        assert_eq!(is_test_class(t.carrier().unwrap()), custom);
+        let big = Arc::new(Layout::row_major(&[20]).unwrap());
+        let t = like.f32_from_slice(&large, big).unwrap();
+        assert_eq!(t.values::<f32>().unwrap(), large);
+        // a column-major layout: values are given in logical order and placed
+        let col = Arc::new(Layout::new(shape![2, 3], stride![1, 2]).unwrap());
+        let t = like.f32_from_slice(&small, col.clone()).unwrap();
+        assert_eq!(t.layout(), &*col);
+        assert_eq!(t.values::<f32>().unwrap(), small.to_vec());
+        assert_eq!(t.get(&[1, 0]).unwrap(), Scalar::F32(4.0));
+        assert_eq!(is_test_class(t.carrier().unwrap()), custom);
+        // the wrong number of values
+        let e = like.f32_from_slice(&small[..5], row).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Value);
+    }
+}

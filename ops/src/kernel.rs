@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use autograd_core::{ensure, CpuCarrier, DType, Layout, Result, Tensor};
+use autograd_core::{ensure, CpuCarrier, DType, Layout, Result, Tensor, SMALL_F32};
 
 fn check_f32(op: &str, t: &Tensor) -> Result<()> {
     ensure!(
@@ -24,12 +24,16 @@ fn dense_cpu(t: &Tensor) -> Option<&CpuCarrier> {
     t.carrier().ok()?.as_cpu()
 }
 
+/// `layout`, or the compact row-major layout of `like`'s shape.
+fn layout_for(like: &Tensor, layout: Option<&Arc<Layout>>) -> Result<Arc<Layout>> {
+    match layout {
+        Some(l) => Ok(l.clone()),
+        None => Ok(Arc::new(Layout::compact_row_major(like.shape().clone())?)),
+    }
+}
+
 fn output(like: &Tensor, values: Vec<f32>, layout: Option<&Arc<Layout>>) -> Result<Tensor> {
-    let layout = match layout {
-        Some(l) => l.clone(),
-        None => Arc::new(Layout::compact_row_major(like.shape().clone())?),
-    };
-    like.f32_with_layout(values, layout)
+    like.f32_with_layout(values, layout_for(like, layout)?)
 }
 
 /// `f(a_i)` for every element, compact row-major.
@@ -37,6 +41,16 @@ pub(crate) fn map(op: &str, a: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor
     check_f32(op, a)?;
     if let Some(cpu) = dense_cpu(a) {
         let (off, n) = (a.offset(), a.size());
+        if n <= SMALL_F32 {
+            let small = cpu.with_slice::<f32, _>(|s| {
+                let mut out = [0.0; SMALL_F32];
+                out.iter_mut()
+                    .zip(&s[off..off + n])
+                    .for_each(|(o, &x)| *o = f(x));
+                out
+            })?;
+            return output_small(a, &small[..n]);
+        }
         let values =
             cpu.with_slice::<f32, _>(|s| s[off..off + n].iter().map(|&x| f(x)).collect())?;
         return output(a, values, reuse(a));
@@ -58,6 +72,16 @@ pub(crate) fn zip(op: &str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32)
     );
     if let (Some(ca), Some(cb)) = (dense_cpu(a), dense_cpu(b)) {
         let (oa, ob, n) = (a.offset(), b.offset(), a.size());
+        if n <= SMALL_F32 {
+            let small = ca.with_slice_pair::<f32, _>(cb, |x, y| {
+                let mut out = [0.0; SMALL_F32];
+                out.iter_mut()
+                    .zip(x[oa..oa + n].iter().zip(&y[ob..ob + n]))
+                    .for_each(|(o, (&p, &q))| *o = f(p, q));
+                out
+            })?;
+            return output_small(a, &small[..n]);
+        }
         let values = ca.with_slice_pair::<f32, _>(cb, |x, y| {
             x[oa..oa + n]
                 .iter()
@@ -70,6 +94,11 @@ pub(crate) fn zip(op: &str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32)
     let x = a.values::<f32>()?;
     let y = b.values::<f32>()?;
     output(a, x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect(), None)
+}
+
+/// A small result (at most `SMALL_F32` values) from a stack buffer, without a heap buffer.
+fn output_small(like: &Tensor, values: &[f32]) -> Result<Tensor> {
+    like.f32_from_slice(values, layout_for(like, reuse(like))?)
 }
 
 /// The input's own layout when it is compact and row-major (so the result can share it).
