@@ -89,7 +89,7 @@ pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
 /// forward body returned a tensor someone else also holds (an input, a residual) or one that
 /// already has a node, so recording never rewires a tensor it does not own.
 pub fn own_result(out: Tensor) -> Tensor {
-    if Arc::strong_count(&out.0) > 1 || out.autograd_ctx().is_some() {
+    if Arc::strong_count(&out.0) > 1 || out.state().ctx.is_some() {
         out.detach()
     } else {
         out
