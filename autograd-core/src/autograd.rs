@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::engine::{propagate, Claim, Plan, PtrMap, Sink, Staging};
+use crate::engine::{propagate, Claim, IdMap, Plan, Sink, Staging};
 use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
@@ -61,12 +61,8 @@ impl Tensor {
     /// Whether later traversals accumulate into this non-leaf tensor's `.grad`.
     pub fn retain_grad(&self, retain: bool) -> Result<()> {
         self.ensure_differentiable("retain_grad")?;
-        self.state().retain = retain;
+        self.set_retains_grad(retain);
         Ok(())
-    }
-
-    pub(crate) fn retains_grad(&self) -> bool {
-        self.state().retain
     }
 
     /// The autograd node that produced this tensor, `None` for a leaf.
@@ -272,7 +268,7 @@ pub fn grad(
     Ok(results)
 }
 
-fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
+fn single(input: &Tensor, staged: &IdMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
     staged
         .get(&input.id())
         .map(|(_, g)| gradient::detached_copy(g, input.part_carrier(0)))
@@ -280,7 +276,7 @@ fn single(input: &Tensor, staged: &PtrMap<(Tensor, Tensor)>) -> Result<Option<Te
 }
 
 /// One gradient per batch index stacked along a new leading mode of stride = cosize.
-fn stack(input: &Tensor, runs: &[PtrMap<(Tensor, Tensor)>]) -> Result<Option<Tensor>> {
+fn stack(input: &Tensor, runs: &[IdMap<(Tensor, Tensor)>]) -> Result<Option<Tensor>> {
     let Some(layout) = runs
         .iter()
         .find_map(|s| s.get(&input.id()))

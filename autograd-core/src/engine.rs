@@ -4,7 +4,6 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
@@ -12,15 +11,16 @@ use crate::gradient::{self, Sum};
 use crate::op::{describe_input, describe_node, Node, Operation};
 use crate::tensor::Tensor;
 
-fn node_key(node: &Node) -> usize {
-    Arc::as_ptr(node).cast::<()>() as usize
+fn node_key(node: &Node) -> u64 {
+    node.id().get()
 }
 
-/// A hasher for pointer keys: one multiply, no SipHash (node addresses are not attacker-chosen).
+/// A hasher for identity keys: one multiply, no SipHash (ids are sequential, not chosen by an
+/// attacker).
 #[derive(Default)]
-pub(crate) struct PtrHasher(u64);
+pub(crate) struct IdHasher(u64);
 
-impl Hasher for PtrHasher {
+impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -29,12 +29,13 @@ impl Hasher for PtrHasher {
             self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
     }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64 ^ (n as u64 >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
-pub(crate) type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
+/// A map keyed by tensor or node identity.
+pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 const NO_PRODUCER: u32 = u32::MAX;
 
@@ -91,7 +92,7 @@ impl Plan {
     /// Discovers every node reachable from `root`, refusing released nodes before anything
     /// else runs, and orders them topologically with explicit stacks.
     pub(crate) fn discover(root: &Node) -> Result<Plan> {
-        let mut index: PtrMap<u32> = PtrMap::default();
+        let mut index: IdMap<u32> = IdMap::default();
         let mut steps: Vec<Step> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();
         let mut pending: Vec<u32> = Vec::new();
@@ -270,7 +271,7 @@ pub(crate) enum Sink<'a> {
 /// Gradients staged per tensor, summed in the order they arrive.
 #[derive(Default)]
 pub(crate) struct Staging {
-    entries: PtrMap<(Tensor, Sum)>,
+    entries: IdMap<(Tensor, Sum)>,
 }
 
 impl Staging {
@@ -286,7 +287,7 @@ impl Staging {
     }
 
     /// The staged gradient of every tensor, keyed by tensor identity.
-    pub(crate) fn finish(self) -> Result<PtrMap<(Tensor, Tensor)>> {
+    pub(crate) fn finish(self) -> Result<IdMap<(Tensor, Tensor)>> {
         self.entries
             .into_iter()
             .map(|(k, (t, s))| Ok((k, (t, s.into_tensor()?))))
@@ -447,10 +448,7 @@ enum Failure {
 /// Checks that none of the node's saved inputs was modified since the forward pass.
 fn check_versions(node: &dyn Operation) -> Result<()> {
     let change = node.saved().with(node.name(), |s| {
-        s.inputs
-            .iter()
-            .enumerate()
-            .find_map(|(i, (t, snap))| snap.first_change(t).map(|c| (i, c)))
+        (0..s.inputs.len()).find_map(|i| s.first_change(i).map(|c| (i, c)))
     })?;
     match change {
         None => Ok(()),

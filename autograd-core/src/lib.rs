@@ -24,8 +24,7 @@ pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use int_tuple::{IntTuple, Shape, Stride};
 pub use layout::{Aliasing, Layout, Leaf};
 pub use op::{
-    record, should_record, Node, Operation, Saved, SavedContext, SavedInput, SavedInputs,
-    SavedState, SavedVersions, VersionSnapshot,
+    record, should_record, Node, NodeId, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
 pub use scalar::{Buffer, Element, Scalar};
 pub use tensor::{Subtensor, Tensor};

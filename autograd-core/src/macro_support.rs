@@ -5,7 +5,6 @@
 //! expansion stays short and the messages are written once.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{bail, ensure};
@@ -13,7 +12,9 @@ use crate::error::{bail, ensure};
 pub use crate::error::{Error, Result};
 pub use crate::grad_mode::no_grad;
 pub use crate::layout::Layout;
-pub use crate::op::{record, should_record, Operation, Saved, SavedState, VersionSnapshot};
+pub use crate::op::{
+    record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,
+};
 pub use crate::tensor::Tensor;
 pub use std::panic::Location;
 
@@ -89,11 +90,7 @@ pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
 /// forward body returned a tensor someone else also holds (an input, a residual) or one that
 /// already has a node, so recording never rewires a tensor it does not own.
 pub fn own_result(out: Tensor) -> Tensor {
-    if Arc::strong_count(&out.0) > 1 || out.state().ctx.is_some() {
-        out.detach()
-    } else {
-        out
-    }
+    crate::op::own_result(out)
 }
 
 /// The error when forward returned before computing residual `name`.

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::carrier::CarrierId;
@@ -64,80 +65,26 @@ impl VersionSnapshot {
     }
 }
 
-/// The versions of a saved input's unique carriers, without their identities: a tensor's
-/// carriers never change, so the identities are the saved tensor's own. Two words, so that
-/// saved inputs fit inline in the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SavedVersions {
-    first: u64,
-    rest: Option<Box<MoreVersions>>,
+/// One saved positional input: the tensor and the version of its first carrier when it was
+/// saved (a tensor's carriers never change, so the identities are the saved tensor's own). Two
+/// words, so that one- and two-input nodes keep their inputs inline; the versions of further
+/// carriers of a multi-subtensor input live in the node's [`SavedExtra`].
+pub(crate) type SavedInput = (Tensor, u64);
+
+/// The versions of every unique carrier of `t`, in order.
+fn carrier_versions(t: &Tensor) -> (u64, Box<[u64]>) {
+    if let Ok(c) = t.carrier() {
+        return (c.version(), Box::new([]));
+    }
+    let mut versions = t.carriers().into_iter().map(|c| c.version());
+    let first = versions.next().unwrap_or(0);
+    (first, versions.collect())
 }
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct MoreVersions(Box<[u64]>);
-
-impl SavedVersions {
-    fn of(t: &Tensor) -> SavedVersions {
-        if let Ok(c) = t.carrier() {
-            return SavedVersions {
-                first: c.version(),
-                rest: None,
-            };
-        }
-        let mut versions = t.carriers().into_iter().map(|c| c.version());
-        let first = versions.next().unwrap_or(0);
-        let rest: Box<[u64]> = versions.collect();
-        SavedVersions {
-            first,
-            rest: (!rest.is_empty()).then(|| Box::new(MoreVersions(rest))),
-        }
-    }
-
-    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
-        let rest = self.rest.as_deref().map_or(&[][..], |r| &r.0[..]);
-        std::iter::once(self.first).chain(rest.iter().copied())
-    }
-
-    /// The snapshot these versions form with `t`, the tensor they were saved with.
-    pub fn snapshot(&self, t: &Tensor) -> VersionSnapshot {
-        let mut entries = t
-            .carriers()
-            .into_iter()
-            .map(|c| c.id())
-            .zip(self.versions());
-        let first = entries.next().unwrap_or((CarrierId::fresh(), self.first));
-        VersionSnapshot {
-            first,
-            rest: entries.collect(),
-        }
-    }
-
-    /// The first carrier of `t` (the tensor these versions were saved with) whose version
-    /// changed since: `(id, saved version, current version)`.
-    pub fn first_change(&self, t: &Tensor) -> Option<(CarrierId, u64, u64)> {
-        if self.rest.is_none() {
-            if let Ok(c) = t.carrier() {
-                let now = c.version();
-                return (now != self.first).then(|| (c.id(), self.first, now));
-            }
-        }
-        t.carriers()
-            .into_iter()
-            .zip(self.versions())
-            .find_map(|(c, saved)| {
-                let now = c.version();
-                (now != saved).then(|| (c.id(), saved, now))
-            })
-    }
-}
-
-/// One saved positional input: the tensor and its carriers' versions when it was saved.
-pub type SavedInput = (Tensor, SavedVersions);
 
 /// A node's saved inputs in argument order. One- and two-input ops (nearly all) keep them
 /// inline in the node, which saves an allocation and a pointer hop per node in every pass.
 #[derive(Debug)]
-pub enum SavedInputs {
+pub(crate) enum SavedInputs {
     /// Exactly one input.
     One([SavedInput; 1]),
     /// Exactly two inputs.
@@ -147,13 +94,27 @@ pub enum SavedInputs {
 }
 
 impl SavedInputs {
-    /// Saves `inputs` with their current versions.
-    fn of(inputs: &[&Tensor]) -> SavedInputs {
-        let entry = |t: &Tensor| (t.clone(), SavedVersions::of(t));
+    /// Saves `inputs` with their current versions; the versions of carriers after each
+    /// input's first go to `more` (one entry per input), left empty when no input has any.
+    fn of(inputs: &[&Tensor], more: &mut Vec<Box<[u64]>>) -> SavedInputs {
+        let mut entry = |i: usize, t: &Tensor| {
+            let (first, rest) = carrier_versions(t);
+            if !rest.is_empty() {
+                more.resize_with(inputs.len(), Default::default);
+                more[i] = rest;
+            }
+            (t.clone(), first)
+        };
         match inputs {
-            [a] => SavedInputs::One([entry(a)]),
-            [a, b] => SavedInputs::Two([entry(a), entry(b)]),
-            _ => SavedInputs::Many(inputs.iter().map(|t| entry(t)).collect()),
+            [a] => SavedInputs::One([entry(0, a)]),
+            [a, b] => SavedInputs::Two([entry(0, a), entry(1, b)]),
+            _ => SavedInputs::Many(
+                inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| entry(i, t))
+                    .collect(),
+            ),
         }
     }
 }
@@ -169,24 +130,39 @@ impl std::ops::Deref for SavedInputs {
     }
 }
 
-/// A node's residual tensors, one word wide: most ops keep none, and every byte of the node
-/// counts when a graph holds a million of them.
-#[derive(Debug)]
-pub struct SavedContext(Option<Box<ContextTensors>>);
+/// What most nodes do not keep, one word wide: residual tensors, and the versions of the
+/// carriers after the first of multi-subtensor inputs. Every byte of the node counts when a
+/// graph holds a million of them.
+#[derive(Debug, Default)]
+pub(crate) struct SavedExtra(Option<Box<Extra>>);
 
 #[derive(Debug)]
-struct ContextTensors(Box<[Tensor]>);
-
-impl SavedContext {
-    fn new(tensors: Vec<Tensor>) -> SavedContext {
-        SavedContext((!tensors.is_empty()).then(|| Box::new(ContextTensors(tensors.into()))))
-    }
+struct Extra {
+    context: Box<[Tensor]>,
+    /// Empty, or one entry per saved input.
+    more_versions: Box<[Box<[u64]>]>,
 }
 
-impl std::ops::Deref for SavedContext {
-    type Target = [Tensor];
-    fn deref(&self) -> &[Tensor] {
-        self.0.as_deref().map_or(&[], |c| &c.0)
+impl SavedExtra {
+    fn new(context: Vec<Tensor>, more_versions: Vec<Box<[u64]>>) -> SavedExtra {
+        if context.is_empty() && more_versions.is_empty() {
+            return SavedExtra(None);
+        }
+        SavedExtra(Some(Box::new(Extra {
+            context: context.into(),
+            more_versions: more_versions.into(),
+        })))
+    }
+
+    pub(crate) fn context(&self) -> &[Tensor] {
+        self.0.as_deref().map_or(&[], |e| &e.context)
+    }
+
+    fn more_versions(&self, input: usize) -> &[u64] {
+        self.0
+            .as_deref()
+            .and_then(|e| e.more_versions.get(input))
+            .map_or(&[], |v| &v[..])
     }
 }
 
@@ -194,11 +170,81 @@ impl std::ops::Deref for SavedContext {
 /// context (residual tensors forward chose to keep). Graph release empties it.
 #[derive(Debug)]
 pub struct Saved {
-    /// Saved positional tensor inputs with the versions of their carriers, in argument order
-    /// ([`SavedVersions::snapshot`] pairs them with the carriers' identities).
-    pub inputs: SavedInputs,
-    /// Residual tensors kept for backward.
-    pub context: SavedContext,
+    /// Saved positional tensor inputs with the versions of their first carriers, in
+    /// argument order.
+    pub(crate) inputs: SavedInputs,
+    /// Residual tensors, and the versions of further carriers of multi-subtensor inputs.
+    pub(crate) extra: SavedExtra,
+}
+
+impl Saved {
+    /// Saved input `index` (argument order).
+    ///
+    /// # Panics
+    /// When `index` is not below [`Saved::input_count`]: generated code indexes only inputs it
+    /// saved itself.
+    pub fn input(&self, index: usize) -> &Tensor {
+        &self.inputs[index].0
+    }
+
+    /// The number of saved inputs.
+    pub fn input_count(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// The saved inputs in argument order.
+    pub fn inputs(&self) -> impl ExactSizeIterator<Item = &Tensor> + '_ {
+        self.inputs.iter().map(|(t, _)| t)
+    }
+
+    /// The residual tensors kept for backward.
+    pub fn context(&self) -> &[Tensor] {
+        self.extra.context()
+    }
+
+    /// Every saved version of input `index`'s carriers, in carrier order.
+    fn versions(&self, index: usize) -> impl Iterator<Item = u64> + '_ {
+        let first = self.inputs.get(index).map(|(_, v)| *v);
+        first
+            .into_iter()
+            .chain(self.extra.more_versions(index).iter().copied())
+    }
+
+    /// The saved input versions of input `index`, paired with its carriers' identities.
+    pub(crate) fn snapshot(&self, index: usize) -> VersionSnapshot {
+        let t = &self.inputs[index].0;
+        let mut entries = t
+            .carriers()
+            .into_iter()
+            .map(|c| c.id())
+            .zip(self.versions(index));
+        let first = entries
+            .next()
+            .unwrap_or((CarrierId::fresh(), self.inputs[index].1));
+        VersionSnapshot {
+            first,
+            rest: entries.collect(),
+        }
+    }
+
+    /// The first carrier of input `index` whose version changed since it was saved:
+    /// `(id, saved version, current version)`.
+    pub(crate) fn first_change(&self, index: usize) -> Option<(CarrierId, u64, u64)> {
+        let (t, first) = &self.inputs[index];
+        if self.extra.more_versions(index).is_empty() {
+            if let Ok(c) = t.carrier() {
+                let now = c.version();
+                return (now != *first).then(|| (c.id(), *first, now));
+            }
+        }
+        t.carriers()
+            .into_iter()
+            .zip(self.versions(index))
+            .find_map(|(c, saved)| {
+                let now = c.version();
+                (now != saved).then(|| (c.id(), saved, now))
+            })
+    }
 }
 
 /// A node's saved state: live, claimed by a traversal that will release it (still readable),
@@ -218,9 +264,33 @@ impl Slot {
     }
 }
 
+/// The identity of one autograd node, never reused in the life of the process (an address
+/// would be reused once the node is dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(u64);
+
+impl NodeId {
+    fn fresh() -> NodeId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NodeId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The identity as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node#{}", self.0)
+    }
+}
+
 /// The releasable state of a node plus where it was recorded.
 pub struct SavedState {
     saved: Mutex<Slot>,
+    id: NodeId,
     location: &'static Location<'static>,
 }
 
@@ -244,13 +314,30 @@ impl SavedState {
         context: Vec<Tensor>,
         location: &'static Location<'static>,
     ) -> SavedState {
+        let mut more = Vec::new();
+        let inputs = SavedInputs::of(inputs, &mut more);
+        SavedState::from_parts(inputs, more, context, location)
+    }
+
+    fn from_parts(
+        inputs: SavedInputs,
+        more_versions: Vec<Box<[u64]>>,
+        context: Vec<Tensor>,
+        location: &'static Location<'static>,
+    ) -> SavedState {
         SavedState {
             saved: Mutex::new(Slot::Live(Saved {
-                inputs: SavedInputs::of(inputs),
-                context: SavedContext::new(context),
+                inputs,
+                extra: SavedExtra::new(context, more_versions),
             })),
+            id: NodeId::fresh(),
             location,
         }
+    }
+
+    /// This node's identity.
+    pub fn id(&self) -> NodeId {
+        self.id
     }
 
     fn lock(&self) -> MutexGuard<'_, Slot> {
@@ -276,7 +363,7 @@ impl SavedState {
     pub fn input_versions(&self) -> Vec<VersionSnapshot> {
         self.lock()
             .saved()
-            .map(|s| s.inputs.iter().map(|(t, v)| v.snapshot(t)).collect())
+            .map(|s| (0..s.inputs.len()).map(|i| s.snapshot(i)).collect())
             .unwrap_or_default()
     }
 
@@ -284,7 +371,7 @@ impl SavedState {
     pub fn context(&self) -> Vec<Tensor> {
         self.lock()
             .saved()
-            .map(|s| s.context.to_vec())
+            .map(|s| s.context().to_vec())
             .unwrap_or_default()
     }
 
@@ -378,29 +465,47 @@ pub trait Operation: Send + Sync + 'static {
         None
     }
 
+    /// The vector-Jacobian product when the traversal knows which gradients it will use:
+    /// `needed[i]` is false when input `i`'s gradient would be discarded (the input is not
+    /// differentiable, or no requested tensor depends on it), so the op may skip computing it
+    /// and return `None` there. The engine calls this; the default ignores `needed`.
+    fn backward_needed(&self, gradient: &Tensor, needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let _ = needed;
+        self.backward(gradient)
+    }
+}
+
+/// The spec's read-only view of a node, the same for every implementation (the engine reads
+/// a node only through [`Operation::saved`], so these are not overridable).
+impl dyn Operation {
     /// The saved positional tensor inputs in argument order; empty after release.
-    fn inputs(&self) -> Vec<Tensor> {
+    pub fn inputs(&self) -> Vec<Tensor> {
         self.saved().inputs()
     }
 
     /// The saved input versions, one per saved input; empty after release.
-    fn input_versions(&self) -> Vec<VersionSnapshot> {
+    pub fn input_versions(&self) -> Vec<VersionSnapshot> {
         self.saved().input_versions()
     }
 
     /// The residual tensors kept for backward; empty after release.
-    fn context(&self) -> Vec<Tensor> {
+    pub fn context(&self) -> Vec<Tensor> {
         self.saved().context()
     }
 
     /// Discards the saved inputs, versions and context.
-    fn release(&self) {
+    pub fn release(&self) {
         drop(self.saved().take());
     }
 
     /// Whether the node was released.
-    fn is_released(&self) -> bool {
+    pub fn is_released(&self) -> bool {
         self.saved().is_released()
+    }
+
+    /// This node's identity, never reused.
+    pub fn id(&self) -> NodeId {
+        self.saved().id()
     }
 }
 
@@ -434,10 +539,74 @@ pub fn should_record(inputs: &[&Tensor]) -> bool {
     is_grad_enabled() && inputs.iter().any(|t| t.is_differentiable())
 }
 
+/// A forward call being recorded: its positional tensor inputs saved with their versions
+/// *before* the forward pass reads them, so a concurrent in-place write during the forward is
+/// caught by the version check instead of mixing old and new values into the graph.
+#[derive(Debug)]
+#[must_use = "a recording attaches nothing until `finish`"]
+pub struct Recording {
+    inputs: SavedInputs,
+    more_versions: Vec<Box<[u64]>>,
+    location: &'static Location<'static>,
+}
+
+impl Recording {
+    /// Starts recording a forward call with these positional tensor inputs, or `None` when
+    /// [`should_record`] does not hold (the forward then records nothing).
+    #[track_caller]
+    pub fn begin(inputs: &[&Tensor]) -> Option<Recording> {
+        if !should_record(inputs) {
+            return None;
+        }
+        let mut more_versions = Vec::new();
+        let inputs = SavedInputs::of(inputs, &mut more_versions);
+        Some(Recording {
+            inputs,
+            more_versions,
+            location: Location::caller(),
+        })
+    }
+
+    /// Attaches `make(saved)` as the node of `result` when `result` is differentiable, and
+    /// returns `result`. A result some other handle or graph already holds (an input the
+    /// forward handed back, a tensor with a node) is replaced by a fresh handle to the same
+    /// storage first, so a node never owns its own result and no cycle can form.
+    pub fn finish<O: Operation>(
+        self,
+        result: Tensor,
+        context: Vec<Tensor>,
+        make: impl FnOnce(SavedState) -> O,
+    ) -> Tensor {
+        let result = own_result(result);
+        if result.is_differentiable() {
+            let node: Node = Arc::new(make(SavedState::from_parts(
+                self.inputs,
+                self.more_versions,
+                context,
+                self.location,
+            )));
+            result.attach_node(node);
+        }
+        result
+    }
+}
+
+/// `result` as a tensor a new node may be attached to: itself when this is its only handle
+/// and it has no node, else a fresh handle (no node, no `.grad`) to the same storage.
+pub(crate) fn own_result(result: Tensor) -> Tensor {
+    if Arc::strong_count(&result.0) > 1 || result.state().ctx.is_some() {
+        result.detach()
+    } else {
+        result
+    }
+}
+
 /// Records `make(saved)` as `result`'s autograd node when [`should_record`] holds for
-/// `inputs` and `result` is differentiable; otherwise builds nothing. Returns `result`.
+/// `inputs` and `result` is differentiable; otherwise builds nothing. Returns the result (a
+/// fresh handle when `result` was shared, see [`Recording::finish`]).
 ///
-/// This is the one place every op (hand-written or generated) records itself.
+/// The versions are taken now, after the forward pass: a forward that may race with
+/// in-place writers should use [`Recording::begin`] before reading its inputs.
 #[track_caller]
 pub fn record<O: Operation>(
     result: Tensor,
@@ -445,9 +614,8 @@ pub fn record<O: Operation>(
     context: Vec<Tensor>,
     make: impl FnOnce(SavedState) -> O,
 ) -> Tensor {
-    if should_record(inputs) && result.is_differentiable() {
-        let node: Node = Arc::new(make(SavedState::new(inputs, context)));
-        result.attach_node(node);
+    match Recording::begin(inputs) {
+        Some(recording) => recording.finish(result, context, make),
+        None => result,
     }
-    result
 }

@@ -3,8 +3,8 @@
 //! Values are listed in *logical order* (see [`crate::layout`]): row-major over the top-level
 //! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
 
-use std::cell::RefCell;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::carrier::{Carrier, CpuCarrier};
@@ -21,6 +21,10 @@ use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
 pub struct Tensor(pub(crate) Arc<TensorInner>);
 
 pub(crate) struct TensorInner {
+    /// The identity (never reused, as an address would be once the tensor is dropped) shifted
+    /// left by one, and in bit 0 whether a non-leaf retains its gradient: one word, so that
+    /// the handle stays within its allocation size class, and reading the flag takes no lock.
+    pub(crate) id_retain: AtomicU64,
     pub(crate) dtype: DType,
     /// The placement layout (for a multi-subtensor tensor: the compact row-major layout of its
     /// shape, since it has no single placement).
@@ -53,7 +57,6 @@ pub struct Subtensor {
 pub(crate) struct AutogradState {
     pub(crate) grad: Option<Tensor>,
     pub(crate) ctx: Option<Node>,
-    pub(crate) retain: bool,
 }
 
 /// Storage elements one logical element occupies: the leaf field count of a compound dtype.
@@ -74,7 +77,9 @@ fn storage_admits(logical: &DType, storage: &DType) -> bool {
 
 impl Tensor {
     pub(crate) fn from_inner(dtype: DType, layout: Arc<Layout>, parts: Parts) -> Tensor {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
         Tensor(Arc::new(TensorInner {
+            id_retain: AtomicU64::new(NEXT.fetch_add(1, Ordering::Relaxed) << 1),
             dtype,
             layout,
             parts,
@@ -378,9 +383,22 @@ impl Tensor {
     pub fn same_tensor(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
-    /// An identity for this tensor, valid while any handle to it lives.
-    pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.0).cast::<()>() as usize
+    /// This tensor's identity, shared by its clones and never reused by another tensor.
+    pub fn id(&self) -> u64 {
+        self.0.id_retain.load(Ordering::Relaxed) >> 1
+    }
+
+    /// Whether later traversals accumulate into this tensor's `.grad` though it has a node.
+    pub(crate) fn retains_grad(&self) -> bool {
+        self.0.id_retain.load(Ordering::Acquire) & 1 == 1
+    }
+
+    pub(crate) fn set_retains_grad(&self, retain: bool) {
+        if retain {
+            self.0.id_retain.fetch_or(1, Ordering::AcqRel);
+        } else {
+            self.0.id_retain.fetch_and(!1, Ordering::AcqRel);
+        }
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, AutogradState> {
@@ -599,34 +617,27 @@ impl Tensor {
 }
 
 // Dropping a long graph must not recurse: a tensor's node owns its inputs, whose nodes own
-// theirs. Nodes whose last owner is going away are emptied one at a time from a per-thread
-// queue instead.
-thread_local! {
-    static DRAINING: RefCell<Option<Vec<Node>>> = const { RefCell::new(None) };
-}
-
+// theirs. A node whose last owner is going away is emptied here, and the nodes of the inputs
+// it was the last owner of are taken out of them first and emptied in turn from a local stack,
+// so no drop ever reaches a node through another. No thread-local is involved, so this holds
+// at thread exit too, whatever order thread-locals are torn down in.
 fn drop_node(node: Node) {
-    let first = DRAINING.try_with(|d| {
-        let mut d = d.borrow_mut();
-        if let Some(queue) = d.as_mut() {
-            queue.push(node);
-            None
-        } else {
-            *d = Some(Vec::new());
-            Some(node)
+    let mut stack = vec![node];
+    while let Some(node) = stack.pop() {
+        if Arc::strong_count(&node) != 1 {
+            continue;
         }
-    });
-    // When the thread-local is gone (thread exit), fall back to an ordinary drop.
-    let Ok(Some(first)) = first else { return };
-    let mut next = Some(first);
-    while let Some(node) = next {
-        if Arc::strong_count(&node) == 1 {
-            drop(node.saved().take());
+        let Some(saved) = node.saved().take() else {
+            continue;
+        };
+        for t in saved.inputs.iter().map(|(t, _)| t).chain(saved.context()) {
+            if Arc::strong_count(&t.0) == 1 {
+                if let Some(inner) = t.state().ctx.take() {
+                    stack.push(inner);
+                }
+            }
         }
-        drop(node);
-        next = DRAINING.with(|d| d.borrow_mut().as_mut().and_then(Vec::pop));
     }
-    DRAINING.with(|d| *d.borrow_mut() = None);
 }
 
 impl Drop for TensorInner {
@@ -636,7 +647,9 @@ impl Drop for TensorInner {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(node) = state.ctx.take() {
-            drop_node(node);
+            if Arc::strong_count(&node) == 1 {
+                drop_node(node);
+            }
         }
     }
 }
@@ -697,7 +710,7 @@ mod tests {
     fn graph_records_stay_small() {
         assert!(std::mem::size_of::<super::TensorInner>() <= 88);
         assert!(std::mem::size_of::<crate::CpuCarrier>() <= 112);
-        assert!(std::mem::size_of::<crate::SavedInput>() <= 24);
+        assert!(std::mem::size_of::<crate::op::SavedInput>() <= 16);
         assert!(std::mem::size_of::<crate::SavedState>() <= 88);
     }
 }

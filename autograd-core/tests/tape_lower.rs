@@ -21,7 +21,7 @@ impl Operation for Scale {
     }
     // d(c a) = c g da
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let a = self.saved.with("scale", |s| s.inputs[0].0.clone())?;
+        let a = self.saved.with("scale", |s| s.input(0).clone())?;
         let c = self.c;
         Ok(vec![Some(a.f32_like(
             g.values::<f32>()?.iter().map(|v| v * c).collect(),
@@ -50,7 +50,7 @@ impl Operation for Mul {
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let (a, b) = self
             .saved
-            .with("mul", |s| (s.inputs[0].0.clone(), s.inputs[1].0.clone()))?;
+            .with("mul", |s| (s.input(0).clone(), s.input(1).clone()))?;
         let gv = g.values::<f32>()?;
         let (av, bv) = (a.values::<f32>()?, b.values::<f32>()?);
         let ga = gv.iter().zip(&bv).map(|(g, b)| g * b).collect();
@@ -187,9 +187,9 @@ impl Operation for ScaleBy {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (x, k) = self.saved.with("scale_by", |s| {
-            (s.inputs[0].0.clone(), s.inputs[1].0.clone())
-        })?;
+        let (x, k) = self
+            .saved
+            .with("scale_by", |s| (s.input(0).clone(), s.input(1).clone()))?;
         let gv = g.values::<f32>()?;
         let kv = k.values::<i32>()?;
         let gx = gv.iter().zip(&kv).map(|(g, k)| g * *k as f32).collect();

@@ -388,18 +388,17 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
     });
     let inputs_expr = if has_slices {
         quote! {
-            #s.inputs.iter().map(|__e| ::core::clone::Clone::clone(&__e.0))
-                .collect::<::std::vec::Vec<#p::Tensor>>()
+            #s.inputs().cloned().collect::<::std::vec::Vec<#p::Tensor>>()
         }
     } else {
         let idx = (0..inputs.len()).map(proc_macro2::Literal::usize_unsuffixed);
-        quote!([#(::core::clone::Clone::clone(&#s.inputs[#idx].0)),*])
+        quote!([#(::core::clone::Clone::clone(#s.input(#idx))),*])
     };
     let context_expr = if n_context == 0 {
         quote!(())
     } else {
         let idx = (0..n_context).map(proc_macro2::Literal::usize_unsuffixed);
-        quote!([#(::core::clone::Clone::clone(&#s.context[#idx])),*])
+        quote!([#(::core::clone::Clone::clone(&#s.context()[#idx])),*])
     };
     let residual_check = (n_context > 0).then(
         || quote!(#p::check_residuals(self, &[#(#context_names),*], &#context, &self.#versions)?;),
@@ -643,7 +642,7 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
     });
     let forward_args = f.params.iter().map(|param| param.ident);
     let forward_extra_args =
-        (!f.residuals.is_empty()).then(|| quote!(#rec, &mut #residuals_ident,));
+        (!f.residuals.is_empty()).then(|| quote!(#rec.is_some(), &mut #residuals_ident,));
     let forward_returns_result = match &sig.output {
         ReturnType::Type(_, ty) => !is_tensor(ty),
         ReturnType::Default => true,
@@ -777,8 +776,10 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             #not_tensor_checks
             #(#clone_inputs)*
             #collect_inputs
-            let #rec = #p::should_record(&#record_inputs);
-            let #captures = if #rec {
+            // The inputs' versions are taken before the forward body reads them, so that an
+            // in-place write racing with the forward pass is caught by the version check.
+            let #rec = #p::Recording::begin(&#record_inputs);
+            let #captures = if #rec.is_some() {
                 ::core::option::Option::Some((#(::core::clone::Clone::clone(&#cap_sources),)*))
             } else {
                 ::core::option::Option::None
@@ -788,7 +789,7 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             // On every path, recorded or not, the caller gets a handle of its own without a
             // node: never an input (or its node) that the forward body handed back.
             let #result = #p::own_result(#result);
-            let ::core::option::Option::Some((#(#cap_vars,)*)) = #captures else {
+            let (::core::option::Option::Some((#(#cap_vars,)*)), ::core::option::Option::Some(#rec)) = (#captures, #rec) else {
                 return ::core::result::Result::Ok(#result);
             };
             if !#result.is_differentiable() {
@@ -797,7 +798,7 @@ fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
             #(#take_residuals)*
             #context_init
             let #layout = ::core::clone::Clone::clone(#result.layout_arc());
-            ::core::result::Result::Ok(#p::record(#result, &#record_inputs, #context, move |#saved| #node #node_turbofish {
+            ::core::result::Result::Ok(#rec.finish(#result, #context, move |#saved| #node #node_turbofish {
                 #saved,
                 #marker_init
                 #layout,

@@ -125,7 +125,7 @@ impl Operation for Miscounts {
         &self.saved
     }
     fn input_name(&self, index: usize) -> Option<&str> {
-        let n = self.inputs().len();
+        let n = self.saved.inputs().len();
         (index < n).then_some("reads_own_inputs")
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -242,7 +242,7 @@ impl Operation for ReleasesItself {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        self.release();
+        drop(self.saved.take());
         Ok(vec![Some(g.clone())])
     }
 }

@@ -58,7 +58,7 @@ impl Operation for CheckpointedSquare {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let x = self.saved.with(self.name(), |s| s.inputs[0].0.clone())?;
+        let x = self.saved.with(self.name(), |s| s.input(0).clone())?;
         let seen = x.grad()?.map(|g| g.values::<f32>()).transpose()?;
         self.grad_during_vjp
             .lock()

@@ -13,16 +13,25 @@ mod fake {
 
         pub use autograd_core::__private::*;
 
-        /// Shadows the glob-imported `record` and counts the calls.
-        #[track_caller]
-        pub fn record<O: Operation>(
-            result: Tensor,
-            inputs: &[&Tensor],
-            context: Vec<Tensor>,
-            make: impl FnOnce(SavedState) -> O,
-        ) -> Tensor {
-            super::super::RECORDED.fetch_add(1, Ordering::SeqCst);
-            autograd_core::__private::record(result, inputs, context, make)
+        /// Shadows the glob-imported `Recording` and counts the nodes it attaches.
+        #[derive(Debug)]
+        pub struct Recording(autograd_core::Recording);
+
+        impl Recording {
+            #[track_caller]
+            pub fn begin(inputs: &[&Tensor]) -> Option<Recording> {
+                autograd_core::Recording::begin(inputs).map(Recording)
+            }
+
+            pub fn finish<O: Operation>(
+                self,
+                result: Tensor,
+                context: Vec<Tensor>,
+                make: impl FnOnce(SavedState) -> O,
+            ) -> Tensor {
+                super::super::RECORDED.fetch_add(1, Ordering::SeqCst);
+                self.0.finish(result, context, make)
+            }
         }
     }
 }

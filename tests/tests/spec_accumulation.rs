@@ -137,7 +137,7 @@ impl Operation for PassThrough {
     }
     /// Hands the incoming cotangent itself to every input.
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![Some(g.clone()); self.inputs().len()])
+        Ok(vec![Some(g.clone()); self.saved.inputs().len()])
     }
 }
 

@@ -36,7 +36,7 @@ impl Operation for MatVec {
     }
     // d(A x) = A^T g
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let x = self.saved.with("matvec", |s| s.inputs[0].0.clone())?;
+        let x = self.saved.with("matvec", |s| s.input(0).clone())?;
         let g = g.values::<f32>()?;
         let gx = (0..3)
             .map(|j| (0..2).map(|i| g[i] * A[i][j]).sum())

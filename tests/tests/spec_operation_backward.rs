@@ -38,9 +38,9 @@ impl Operation for Custom {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let a = self.saved.with("custom", |s| s.inputs[0].0.clone())?;
+        let a = self.saved.with("custom", |s| s.input(0).clone())?;
         let ga = a.f32_like(g.values()?)?;
-        let n = self.inputs().len();
+        let n = self.saved.inputs().len();
         Ok(match self.returns {
             Returns::FirstOnly => vec![Some(ga), None],
             Returns::TooFew => vec![Some(ga); n - 1],

@@ -31,9 +31,9 @@ impl Operation for ScaledAdd {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (a, b) = self.saved.with("scaled_add", |s| {
-            (s.inputs[0].0.clone(), s.inputs[1].0.clone())
-        })?;
+        let (a, b) = self
+            .saved
+            .with("scaled_add", |s| (s.input(0).clone(), s.input(1).clone()))?;
         let gv = g.values::<f32>()?;
         let ga = gv.iter().map(|x| x * self.c).collect();
         Ok(vec![Some(a.f32_like(ga)?), Some(b.f32_like(gv)?)])
@@ -63,7 +63,7 @@ impl Operation for Opaque {
         &self.saved
     }
     fn backward(&self, _g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![None; self.inputs().len()])
+        Ok(vec![None; self.saved.inputs().len()])
     }
 }
 

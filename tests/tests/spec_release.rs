@@ -23,7 +23,7 @@ impl Operation for SquareWithContext {
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let (x, twice) = self.saved.with("square_with_context", |s| {
-            (s.inputs[0].0.clone(), s.context[0].clone())
+            (s.input(0).clone(), s.context()[0].clone())
         })?;
         let gv = g.values::<f32>()?;
         let d = twice.values::<f32>()?;
@@ -53,7 +53,7 @@ impl Operation for FirstOnly {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let a = self.saved.with("first_only", |s| s.inputs[0].0.clone())?;
+        let a = self.saved.with("first_only", |s| s.input(0).clone())?;
         Ok(vec![Some(a.f32_like(g.values()?)?), None])
     }
 }

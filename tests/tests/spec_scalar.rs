@@ -25,7 +25,7 @@ impl Operation for SumToLeaf {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let x = self.saved.with("sum_to_leaf", |s| s.inputs[0].0.clone())?;
+        let x = self.saved.with("sum_to_leaf", |s| s.input(0).clone())?;
         Ok(vec![Some(x.f32_full_like(g.values::<f32>()?[0])?)])
     }
 }

@@ -188,7 +188,7 @@ impl Operation for ProbeOp {
             .unwrap()
             .push(g.carrier()?.class_id());
         self.probe.layouts.lock().unwrap().push(g.layout().clone());
-        let x = self.saved.with("probe", |s| s.inputs[0].0.clone())?;
+        let x = self.saved.with("probe", |s| s.input(0).clone())?;
         Ok(vec![Some(x.f32_like(g.values()?)?)])
     }
 }

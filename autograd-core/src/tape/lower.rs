@@ -7,7 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
 
 use crate::engine::run_vjp;
 use crate::error::{bail, ensure, Result};
@@ -17,8 +16,8 @@ use crate::tensor::Tensor;
 
 use super::{Node, Tape};
 
-fn op_key(op: &OpNode) -> usize {
-    Arc::as_ptr(op).cast::<()>() as usize
+fn op_key(op: &OpNode) -> u64 {
+    op.id().get()
 }
 
 /// A recorded graph lowered to a tape, with the tape ids of the tensors it was built from.
@@ -26,10 +25,10 @@ pub struct Lowered {
     tape: Tape<Tensor>,
     output: usize,
     /// Tape id by tensor identity, for every tensor met while lowering.
-    by_tensor: HashMap<usize, usize>,
+    by_tensor: HashMap<u64, usize>,
     /// Tape id by operation identity.
-    by_op: HashMap<usize, usize>,
-    /// Keeps every tensor whose identity is a key of `by_tensor` alive, so identities stay valid.
+    by_op: HashMap<u64, usize>,
+    /// Keeps every tensor met alive, so the lowered tape can read their values.
     pinned: Vec<Tensor>,
 }
 
@@ -55,7 +54,7 @@ impl Frame {
     fn new(value: Tensor, op: OpNode) -> Result<Frame> {
         let (inputs, context) = op.saved().with(&describe_node(&*op), |s| {
             let inputs = s.inputs.iter().map(|(t, _)| t.clone()).collect();
-            (inputs, s.context.to_vec())
+            (inputs, s.context().to_vec())
         })?;
         Ok(Frame {
             value,
@@ -90,7 +89,7 @@ impl Tape<Tensor> {
             lowered.output = lowered.add_leaf(output);
             return Ok(lowered);
         };
-        let mut open: HashSet<usize> = HashSet::from([op_key(&root)]);
+        let mut open: HashSet<u64> = HashSet::from([op_key(&root)]);
         let mut stack = vec![Frame::new(output.clone(), root)?];
         while let Some(top) = stack.last_mut() {
             if let Some(child) = top.inputs.get(top.next).cloned() {
