@@ -81,10 +81,18 @@ impl Tensor {
         Some((node.clone(), sole))
     }
 
-    /// Assigns the autograd node. `None` always succeeds; a node needs a differentiable tensor.
+    /// Assigns the autograd node. `None` always succeeds; a node needs a differentiable tensor,
+    /// and must not depend on this tensor: that would make a cycle, which no traversal can
+    /// order and no drop can free (`Error::Runtime`). The check walks the node's graph once.
     pub fn set_autograd_ctx(&self, ctx: Option<Node>) -> Result<()> {
-        if ctx.is_some() {
+        if let Some(node) = &ctx {
             self.ensure_differentiable("assigning autograd_ctx")?;
+            ensure!(
+                !depends_on(node, self),
+                Runtime,
+                "assigning {} as the autograd_ctx of a tensor it depends on would make a cycle in the autograd graph",
+                crate::op::describe_node(&**node)
+            );
         }
         self.state().ctx = ctx;
         Ok(())
@@ -110,7 +118,9 @@ impl Tensor {
             self.subtensor_count()
         );
         let cotangent = match gradient {
-            Some(g) => gradient::buffer_for(self, g).map_err(|e| e.context("backward"))?,
+            Some(g) => {
+                gradient::check_cotangent(self, g.clone()).map_err(|e| e.context("backward"))?
+            }
             None => self.unit_cotangent()?,
         };
         let mut staging = Staging::default();
@@ -141,6 +151,33 @@ impl Tensor {
     }
 }
 
+/// Whether `target` is a saved input or residual of `node` or of any node its graph reaches
+/// (released nodes hold nothing). Iterative, each node visited once.
+fn depends_on(node: &Node, target: &Tensor) -> bool {
+    let mut seen: IdMap<()> = IdMap::default();
+    let mut stack = vec![node.clone()];
+    while let Some(node) = stack.pop() {
+        if seen.insert(node.id().get(), ()).is_some() {
+            continue;
+        }
+        let found = node.saved().with(node.name(), |s| {
+            for t in s.inputs().chain(s.context()) {
+                if t.same_tensor(target) {
+                    return true;
+                }
+                if let Some(next) = t.autograd_ctx() {
+                    stack.push(next);
+                }
+            }
+            false
+        });
+        if found == Ok(true) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Propagates `gradient`, the cotangent of the result `operation` produced, through the graph
 /// rooted at `operation`, accumulating into leaves as `backward` does but into no result's
 /// `.grad`. `None` traverses nothing.
@@ -162,7 +199,11 @@ fn accumulate_from(
     mut staging: Staging,
     retain_graph: bool,
 ) -> Result<()> {
-    let mut claim = (!retain_graph).then(|| Claim::new(plan));
+    let mut claim = if retain_graph {
+        None
+    } else {
+        Some(Claim::begin(plan)?)
+    };
     propagate(
         plan,
         cotangent,
@@ -220,9 +261,10 @@ pub fn grad(
     let batch = if options.batched {
         batch_cotangents(output, cotangents)?
     } else {
-        vec![gradient::buffer_for(output, cotangents)?]
+        vec![gradient::check_cotangent(output, cotangents.clone())?]
     };
-    let wanted = |t: &Tensor| inputs.iter().any(|i| i.same_tensor(t));
+    let requested: IdMap<()> = inputs.iter().map(|t| (t.id(), ())).collect();
+    let wanted = |t: &Tensor| requested.contains_key(&t.id());
     let plan = match output.autograd_ctx() {
         Some(root) => {
             let mut plan = Plan::discover(&root)?;
@@ -232,10 +274,10 @@ pub fn grad(
         None => None,
     };
     // The graph is released once, by the last of the K runs.
-    let mut claim = plan
-        .as_ref()
-        .filter(|_| !options.retain_graph)
-        .map(Claim::new);
+    let mut claim = match &plan {
+        Some(plan) if !options.retain_graph => Some(Claim::begin(plan)?),
+        _ => None,
+    };
     let last = batch.len().saturating_sub(1);
     let mut runs = Vec::with_capacity(batch.len());
     for (k, cot) in batch.into_iter().enumerate() {
@@ -324,9 +366,10 @@ fn batch_cotangents(output: &Tensor, cotangents: &Tensor) -> Result<Vec<Tensor>>
     };
     (0..k)
         .map(|i| {
-            let view = cotangents
-                .with_layout(view_layout.clone(), cotangents.offset() + i * batch_stride)?;
-            gradient::buffer_for(output, &view)
+            // An empty output's cotangents address no storage: every view sits at the start.
+            let shift = if o.size() == 0 { 0 } else { i * batch_stride };
+            let view = cotangents.with_layout(view_layout.clone(), cotangents.offset() + shift)?;
+            gradient::check_cotangent(output, view)
                 .map_err(|e| e.context(format!("cotangent at batch index {i}")))
         })
         .collect()

@@ -34,7 +34,8 @@ impl fmt::Display for CarrierId {
 /// Storage of elements of one simple dtype.
 ///
 /// Implementations bump their version exactly once for every successful call of a mutating
-/// method and never for a failed one.
+/// method and never for a failed one that changed nothing ([`Carrier::write`] is all or
+/// nothing); an exclusive access that may have changed elements always bumps.
 pub trait Carrier: Send + Sync + fmt::Debug + 'static {
     /// This carrier's identity.
     fn id(&self) -> CarrierId;
@@ -324,7 +325,10 @@ impl CpuCarrier {
         }
     }
 
-    /// Runs `f` on the elements as a mutable typed slice; a success bumps the version once.
+    /// Runs `f` on the elements as a mutable typed slice and bumps the version once, whatever
+    /// `f` returns: a closure that wrote and then failed still changed the elements, and a
+    /// graph that saved them must see it. Only a dtype mismatch (no access given) leaves the
+    /// version alone.
     pub fn with_slice_mut<T: Element, R>(
         &self,
         f: impl FnOnce(&mut [T]) -> Result<R>,
@@ -339,9 +343,10 @@ impl CpuCarrier {
                 T::DTYPE
             )
         };
-        let out = f(s)?;
+        // Bumped while the lock is held, before `f` can unwind, so no reader ever sees new
+        // elements under the old version.
         self.version.fetch_add(1, Ordering::AcqRel);
-        Ok(out)
+        f(s)
     }
 }
 
@@ -460,10 +465,16 @@ mod tests {
         })
         .unwrap();
         assert_eq!(c.version(), 2);
-        assert!(c.with_slice_mut::<f32, ()>(|_| bail!(Value, "no")).is_err());
         assert!(c.with_slice_mut::<i32, ()>(|_| Ok(())).is_err());
-        assert_eq!(c.version(), 2);
-        assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 0.0, 2.0]));
+        assert_eq!(c.version(), 2, "no access was given");
+        assert!(c
+            .with_slice_mut::<f32, ()>(|s| {
+                s[2] = 7.0;
+                bail!(Value, "wrote, then failed")
+            })
+            .is_err());
+        assert_eq!(c.version(), 3, "an exclusive access that wrote and failed still bumps");
+        assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 7.0, 2.0]));
     }
 
     #[test]

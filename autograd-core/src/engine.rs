@@ -8,7 +8,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::error::{bail, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
-use crate::op::{describe_input, describe_node, Node, Operation};
+use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved};
 use crate::tensor::Tensor;
 
 fn node_key(node: &Node) -> u64 {
@@ -49,6 +49,9 @@ struct Step {
     count: u32,
     /// Whether propagating through this node can reach a requested tensor.
     useful: bool,
+    /// Whether another traversal may reach this node other than through this plan's own
+    /// nodes: the root, and every node met through an edge that was not its sole way in.
+    shared: bool,
 }
 
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
@@ -103,6 +106,7 @@ impl Plan {
             first: 0,
             count: 0,
             useful: true,
+            shared: true,
         });
         pending.push(0);
         while let Some(i) = stack.pop() {
@@ -131,6 +135,7 @@ impl Plan {
                             first: 0,
                             count: 0,
                             useful: true,
+                            shared: !sole,
                         });
                         pending.push(0);
                         stack.push(j);
@@ -202,11 +207,13 @@ impl Plan {
     }
 }
 
-/// A plan's nodes claimed by a traversal that will release the graph: each node is claimed
-/// right after its VJP ran (while its memory is still hot), the rest before the commit, so
-/// that of two traversals racing over one graph only one commits. Finishing hands the release
-/// to the plan's drop; dropping an unfinished claim makes every claimed node live again, so a
-/// failed traversal releases nothing.
+/// A plan's nodes claimed by a traversal that will release the graph, so that of two
+/// traversals racing over one graph exactly one commits. The nodes another traversal can reach
+/// (the root and nodes with several ways in) are claimed before anything runs, in node-id
+/// order, waiting for a racing traversal to finish or fail; a node reachable only through
+/// those is claimed right after its VJP ran (while its memory is still hot), and the rest
+/// before the commit. Finishing hands the release to the plan's drop; dropping an unfinished
+/// claim makes every claimed node live again, so a failed traversal releases nothing.
 pub(crate) struct Claim<'p> {
     plan: &'p Plan,
     claimed: Vec<bool>,
@@ -214,16 +221,35 @@ pub(crate) struct Claim<'p> {
 }
 
 impl<'p> Claim<'p> {
-    pub(crate) fn new(plan: &'p Plan) -> Claim<'p> {
-        Claim {
+    /// Claims the plan's shared nodes; fails (claiming nothing) once one was released.
+    pub(crate) fn begin(plan: &'p Plan) -> Result<Claim<'p>> {
+        let mut claim = Claim {
             plan,
             claimed: vec![false; plan.steps.len()],
             finished: false,
+        };
+        let mut shared: Vec<(NodeId, usize)> = plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.shared)
+            .map(|(i, s)| (s.node.id(), i))
+            .collect();
+        shared.sort_unstable();
+        for (_, i) in shared {
+            let node = &plan.steps[i].node;
+            node.saved().claim_waiting(node.name())?;
+            claim.claimed[i] = true;
         }
+        Ok(claim)
     }
 
-    /// Claims step `i`'s node; fails if another traversal released or claimed it first.
+    /// Claims step `i`'s node unless already claimed; fails if another traversal released or
+    /// claimed it first.
     fn claim(&mut self, i: usize) -> Result<()> {
+        if self.claimed[i] {
+            return Ok(());
+        }
         let node = &self.plan.steps[i].node;
         node.saved().claim(node.name())?;
         self.claimed[i] = true;
@@ -233,9 +259,7 @@ impl<'p> Claim<'p> {
     /// Claims every step not claimed yet (nodes that received no cotangent or were pruned).
     pub(crate) fn rest(&mut self) -> Result<()> {
         for i in 0..self.claimed.len() {
-            if !self.claimed[i] {
-                self.claim(i)?;
-            }
+            self.claim(i)?;
         }
         Ok(())
     }
@@ -268,7 +292,7 @@ pub(crate) enum Sink<'a> {
     Collect(&'a dyn Fn(&Tensor) -> bool),
 }
 
-/// Gradients staged per tensor, summed in the order they arrive.
+/// Gradients staged per tensor, summed per logical position in the order they arrive.
 #[derive(Default)]
 pub(crate) struct Staging {
     entries: IdMap<(Tensor, Sum)>,
@@ -286,11 +310,15 @@ impl Staging {
         Ok(())
     }
 
-    /// The staged gradient of every tensor, keyed by tensor identity.
+    /// The gradient of every staged tensor, keyed by tensor identity: its summed cotangent,
+    /// with broadcast aliases folded (per-slot sums at every position of a slot).
     pub(crate) fn finish(self) -> Result<IdMap<(Tensor, Tensor)>> {
         self.entries
             .into_iter()
-            .map(|(k, (t, s))| Ok((k, (t, s.into_tensor()?))))
+            .map(|(k, (t, s))| {
+                let g = gradient::fold_for(&t, s.into_tensor()?)?;
+                Ok((k, (t, g)))
+            })
             .collect()
     }
 
@@ -319,7 +347,7 @@ impl Staging {
 }
 
 /// Runs the plan from `root_cotangent`, staging what `sink` wants. Version checks happen just
-/// before each node runs; nothing outside `staging` changes.
+/// before and just after each node runs; nothing outside `staging` changes.
 pub(crate) fn propagate(
     plan: &Plan,
     root_cotangent: Tensor,
@@ -342,22 +370,27 @@ pub(crate) fn propagate(
         }
         let g = g.into_tensor()?;
         let producers = plan.producers_of(step);
-        run_vjp(&*step.node, &g, |j, input, gi| {
+        // Where input j's gradient goes: staged for the sink, and/or on to its producer.
+        let route = |j: usize, input: &Tensor| {
             let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
                 Sink::Collect(wanted) => wanted(input),
             };
-            let forward = producer.filter(|&p| plan.steps[p].useful);
-            match (keep, forward) {
-                (true, Some(p)) => {
-                    staging.add(input, gi.clone())?;
-                    accumulate(&mut cotangents[p], gi)
-                }
-                (true, None) => staging.add(input, gi),
-                (false, Some(p)) => accumulate(&mut cotangents[p], gi),
-                (false, None) => Ok(()),
+            (keep, producer.filter(|&p| plan.steps[p].useful))
+        };
+        let needed = |j: usize, input: &Tensor| {
+            let (keep, forward) = route(j, input);
+            keep || forward.is_some()
+        };
+        run_vjp(&*step.node, &g, needed, |j, input, gi| match route(j, input) {
+            (true, Some(p)) => {
+                staging.add(input, gi.clone())?;
+                accumulate(&mut cotangents[p], gi)
             }
+            (true, None) => staging.add(input, gi),
+            (false, Some(p)) => accumulate(&mut cotangents[p], gi),
+            (false, None) => Ok(()),
         })?;
         if let Some(claim) = claim.as_deref_mut() {
             claim.claim(i as usize)?;
@@ -375,35 +408,63 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 }
 
 /// Runs `node`'s VJP for cotangent `g`: checks its saved inputs' versions, runs its backward
-/// with graph construction disabled, checks the gradient count and validates each gradient
-/// against its input (spec: cotangent layouts must address the target exactly). Hands
-/// `(input index, input, gradient in the input's gradient-buffer layout)` to `each` for every
-/// differentiable input that received one. `each` runs while the node's saved state is locked,
-/// so it must not touch the node.
+/// with graph construction disabled, telling it which differentiable inputs' gradients are
+/// `needed`, checks the versions again (a write racing with the VJP must not leak into its
+/// result), checks the gradient count and validates each gradient against its input (spec:
+/// cotangent layouts must address the target exactly). Hands `(input index, input, gradient
+/// per logical position)` to `each` for every needed input that received one. `needed` and
+/// `each` run while the node's saved state is locked, so they must not touch the node.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: &Tensor,
+    needed: impl Fn(usize, &Tensor) -> bool,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<()> {
-    check_versions(node)?;
+    // One lock for the version check and the mask; most nodes have at most four inputs.
+    let mut small = [false; 4];
+    let mut large = Vec::new();
+    let (n, modified) = node.saved().with(node.name(), |s| {
+        let n = s.inputs.len();
+        let mask: &mut [bool] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            large.resize(n, false);
+            &mut large
+        };
+        for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
+            *m = input.is_differentiable() && needed(j, input);
+        }
+        (n, modification(s))
+    })?;
+    if let Some(m) = modified {
+        return Err(modified_error(node, m));
+    }
+    let mask: &[bool] = if n <= small.len() {
+        &small[..n]
+    } else {
+        &large
+    };
     let grads = {
         let _guard = no_grad();
-        node.backward(g)
+        node.backward_needed(g, mask)
             .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
     };
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.
     let returned = grads.len();
     let Ok(failure) = node.saved().with(node.name(), |s| {
+        if let Some(m) = modification(s) {
+            return Some(Failure::Modified(m));
+        }
         if returned != s.inputs.len() {
             return Some(Failure::Count(s.inputs.len()));
         }
-        for (j, (gi, (input, _))) in grads.into_iter().zip(s.inputs.iter()).enumerate() {
+        for (j, (gi, input)) in grads.into_iter().zip(s.inputs()).enumerate() {
             let Some(gi) = gi else { continue };
-            if !input.is_differentiable() {
+            if !mask.get(j).copied().unwrap_or(false) {
                 continue;
             }
-            let gi = match gradient::buffer_for(input, &gi) {
+            let gi = match gradient::check_cotangent(input, gi) {
                 Ok(gi) => gi,
                 Err(e) => return Some(Failure::Gradient(j, e)),
             };
@@ -421,6 +482,7 @@ pub(crate) fn run_vjp(
     };
     match failure {
         None => Ok(()),
+        Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(
             Value,
             "backward of {} returned {returned} gradients for {expected} saved tensor inputs",
@@ -437,6 +499,8 @@ pub(crate) fn run_vjp(
 
 /// Why a node's gradients were refused.
 enum Failure {
+    /// A saved input was modified while the VJP ran.
+    Modified(Modification),
     /// The VJP returned a gradient count other than this number of saved inputs.
     Count(usize),
     /// The gradient for input `.0` does not fit it.
@@ -445,18 +509,19 @@ enum Failure {
     Sink(crate::Error),
 }
 
-/// Checks that none of the node's saved inputs was modified since the forward pass.
-fn check_versions(node: &dyn Operation) -> Result<()> {
-    let change = node.saved().with(node.name(), |s| {
-        (0..s.inputs.len()).find_map(|i| s.first_change(i).map(|c| (i, c)))
-    })?;
-    match change {
-        None => Ok(()),
-        Some((i, (id, saved, now))) => bail!(
-            Runtime,
-            "in-place modification of {} (recorded at {}): {id} is at version {now} but the forward pass saved version {saved}; run backward before mutating saved tensors",
-            describe_input(node, i),
-            node.saved().location()
-        ),
-    }
+/// A saved input modified since the forward pass: `(input index, (carrier, saved version,
+/// current version))`.
+type Modification = (usize, (crate::carrier::CarrierId, u64, u64));
+
+/// The first saved input of `s` modified since the forward pass.
+fn modification(s: &Saved) -> Option<Modification> {
+    (0..s.inputs.len()).find_map(|i| s.first_change(i).map(|c| (i, c)))
+}
+
+fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> crate::Error {
+    crate::Error::Runtime(format!(
+        "in-place modification of {} (recorded at {}): {id} is at version {now} but the forward pass saved version {saved}; run backward before mutating saved tensors",
+        describe_input(node, i),
+        node.saved().location()
+    ))
 }

@@ -1,5 +1,5 @@
-//! Gradient buffers: validating a cotangent against its target, folding broadcast aliases, and
-//! summing contributions. Every buffer made here has an injective layout and fresh storage.
+//! Gradient buffers: validating a cotangent against its target, summing contributions per
+//! logical position, and folding broadcast aliases where a gradient leaves the graph. Every buffer made here has an injective layout and fresh storage.
 
 use std::sync::Arc;
 
@@ -72,11 +72,11 @@ pub(crate) fn ensure_plain_f32(g: &Tensor, what: &str) -> Result<()> {
 }
 
 /// Checks that `g` can be a cotangent for `target` (spec: "Cotangent layouts must address the
-/// target tensor exactly") and returns it in the target's gradient-buffer layout: the target's
-/// own layout when injective, the canonical layout with per-slot sums replicated when the
-/// target aliases only through broadcast modes.
-pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
-    ensure_plain_f32(g, "a cotangent")?;
+/// target tensor exactly") and returns it unchanged: a cotangent is per logical position, so a
+/// broadcast target's cotangent is only checked here (its shape, in an injective layout) and
+/// folded where the gradient leaves the graph ([`fold_for`]).
+pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
+    ensure_plain_f32(&g, "a cotangent")?;
     let t = target.layout();
     if target.subtensor_count() > 1 {
         if let Some(why) = target.storage_clash() {
@@ -92,7 +92,6 @@ pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
                 g.layout(),
                 t
             );
-            Ok(g.clone())
         }
         Aliasing::Broadcast => {
             ensure!(
@@ -102,13 +101,24 @@ pub(crate) fn buffer_for(target: &Tensor, g: &Tensor) -> Result<Tensor> {
                 t.shape(),
                 g.layout()
             );
-            fold_broadcast(t, g, target.part_carrier(0))
         }
         Aliasing::Other => bail!(
             Value,
             "the target layout {t} aliases storage in a way that broadcast (stride-0) modes do not explain; its gradient would be under-counted"
         ),
     }
+    Ok(g)
+}
+
+/// `g`, a checked cotangent of `target` per logical position, as `target`'s gradient buffer:
+/// unchanged when the target is injective; for a broadcast target, the canonical layout with
+/// the sum of every position sharing a storage slot placed at each of those positions.
+pub(crate) fn fold_for(target: &Tensor, g: Tensor) -> Result<Tensor> {
+    let t = target.layout();
+    if t.aliasing() == Aliasing::None {
+        return Ok(g);
+    }
+    fold_broadcast(t, &g, target.part_carrier(0))
 }
 
 /// Sums the contributions of every logical position that shares a storage slot of `target`,

@@ -89,6 +89,9 @@ impl Tensor {
     /// Assigns `value` to every element.
     pub fn fill(&self, value: impl Into<Scalar>) -> Result<()> {
         let v = value.into().cast(&self.storage_dtype()?)?;
+        if let (Scalar::F32(x), Some(fast)) = (v, self.f32_in_place()) {
+            return fast.apply(None, |d, _| *d = x);
+        }
         let mut writes = Vec::with_capacity(self.size());
         self.for_each_slot(|p, o| writes.push((p, o, v)));
         self.write_slots(writes)
@@ -97,11 +100,17 @@ impl Tensor {
     /// Copies `src`'s elements (same shape, same storage dtype) into this tensor, which must be
     /// injective. `src` may overlap this tensor: it is read completely first.
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
+        if let Some(fast) = self.f32_in_place_with("copy_from", src)? {
+            return fast.apply(Some(src), |d, s| *d = s);
+        }
         self.zip_assign("copy_from", src, |_, s| Ok(s))
     }
 
     /// Adds `other` (same shape, same storage dtype) elementwise into this tensor in place.
     pub fn add_(&self, other: &Tensor) -> Result<()> {
+        if let Some(fast) = self.f32_in_place_with("add_", other)? {
+            return fast.apply(Some(other), |d, s| *d += s);
+        }
         self.zip_assign("add_", other, |a, b| {
             Ok(match (a, b) {
                 (Scalar::F32(x), Scalar::F32(y)) => Scalar::F32(x + y),
@@ -122,6 +131,9 @@ impl Tensor {
             "scale_ needs a floating tensor, not {dtype}"
         );
         self.ensure_injective("scale_")?;
+        if let Some(fast) = self.f32_in_place() {
+            return fast.apply(None, |d, _| *d = (f64::from(*d) * factor) as f32);
+        }
         let old = self.scalars()?;
         let mut writes = Vec::with_capacity(old.len());
         let mut i = 0;
@@ -134,6 +146,34 @@ impl Tensor {
             i += 1;
         });
         self.write_slots(writes)
+    }
+
+    /// The slice path of an in-place update: a Float32 tensor of one CPU subtensor with an
+    /// injective layout (what optimizers update every step).
+    fn f32_in_place(&self) -> Option<InPlace<'_>> {
+        if self.subtensor_count() != 1
+            || self.storage_dtype().ok()? != DType::Float32
+            || !self.layout().is_injective()
+        {
+            return None;
+        }
+        self.carrier().ok()?.as_cpu()?;
+        Some(InPlace { target: self })
+    }
+
+    /// [`Tensor::f32_in_place`] for an update from `src`, after the checks every path makes.
+    fn f32_in_place_with(&self, op: &str, src: &Tensor) -> Result<Option<InPlace<'_>>> {
+        let Some(fast) = self.f32_in_place() else {
+            return Ok(None);
+        };
+        ensure!(
+            src.shape() == self.shape(),
+            Value,
+            "{op}: source shape {} differs from target shape {}",
+            src.shape(),
+            self.shape()
+        );
+        Ok((src.storage_dtype()? == DType::Float32).then_some(fast))
     }
 
     fn zip_assign(
@@ -171,5 +211,48 @@ impl Tensor {
             }
         });
         self.write_slots(writes)
+    }
+}
+
+/// A Float32 tensor of one injective CPU subtensor, updated through its slice.
+struct InPlace<'t> {
+    target: &'t Tensor,
+}
+
+impl InPlace<'_> {
+    /// `f(element, source value)` for every element in logical order, under one exclusive
+    /// access (one version bump). The source is read completely first (it may overlap the
+    /// target, and holding its lock while waiting for the target's could deadlock).
+    fn apply(self, src: Option<&Tensor>, f: impl Fn(&mut f32, f32)) -> Result<()> {
+        let t = self.target;
+        let values = src.map(Tensor::values::<f32>).transpose()?;
+        let layout = t.layout();
+        let (off, cosize) = (t.offset(), layout.cosize());
+        let carrier = t.carrier()?;
+        let Some(cpu) = carrier.as_cpu() else {
+            bail!(Runtime, "an in-place update lost its CPU carrier");
+        };
+        cpu.with_slice_mut::<f32, _>(|s| {
+            let Some(s) = off.checked_add(cosize).and_then(|end| s.get_mut(off..end)) else {
+                bail!(
+                    Value,
+                    "layout {layout} at offset {off} does not fit its carrier of {} elements",
+                    s.len()
+                );
+            };
+            let source = |i: usize| values.as_ref().map_or(0.0, |v| v[i]);
+            if layout.is_row_major_contiguous() && layout.size() == cosize {
+                for (i, d) in s.iter_mut().enumerate() {
+                    f(d, source(i));
+                }
+            } else {
+                let mut i = 0;
+                layout.for_each_offset(|o| {
+                    f(&mut s[o], source(i));
+                    i += 1;
+                });
+            }
+            Ok(())
+        })
     }
 }

@@ -251,17 +251,34 @@ impl Saved {
 /// or released.
 enum Slot {
     Live(Saved),
-    Claimed(Saved),
+    /// Claimed by a traversal running on the thread with this [`thread_token`].
+    Claimed(Saved, u64),
     Released,
 }
 
 impl Slot {
     fn saved(&self) -> Option<&Saved> {
         match self {
-            Slot::Live(s) | Slot::Claimed(s) => Some(s),
+            Slot::Live(s) | Slot::Claimed(s, _) => Some(s),
             Slot::Released => None,
         }
     }
+}
+
+/// A number for the current thread, unique in the process (0 once the thread is exiting).
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    TOKEN
+        .try_with(|t| {
+            if t.get() == 0 {
+                t.set(NEXT.fetch_add(1, Ordering::Relaxed));
+            }
+            t.get()
+        })
+        .unwrap_or(0)
 }
 
 /// The identity of one autograd node, never reused in the life of the process (an address
@@ -407,16 +424,17 @@ impl SavedState {
     /// Discards the state, returning it so the caller decides where it is dropped.
     pub fn take(&self) -> Option<Saved> {
         self.transition(|slot| match slot {
-            Slot::Live(s) | Slot::Claimed(s) => (Slot::Released, Some(s)),
+            Slot::Live(s) | Slot::Claimed(s, _) => (Slot::Released, Some(s)),
             Slot::Released => (Slot::Released, None),
         })
     }
 
-    /// Marks the state as claimed by a traversal that will release it; fails when it was
-    /// released or another traversal claimed it first.
+    /// Marks the state as claimed by a traversal of this thread that will release it; fails
+    /// when it was released or another traversal claimed it first.
     pub(crate) fn claim(&self, op: &str) -> Result<()> {
+        let me = thread_token();
         let claimed = self.transition(|slot| match slot {
-            Slot::Live(s) => (Slot::Claimed(s), true),
+            Slot::Live(s) => (Slot::Claimed(s, me), true),
             other => (other, false),
         });
         if claimed {
@@ -426,11 +444,34 @@ impl SavedState {
         }
     }
 
+    /// [`SavedState::claim`], but while a traversal on another thread holds the claim, waits
+    /// for it to finish (the node is then released, and this fails) or to fail (the claim is
+    /// then this one's). Traversals take these claims in one global order (by node id), so
+    /// two of them never wait for each other, and exactly one of two racing traversals wins.
+    pub(crate) fn claim_waiting(&self, op: &str) -> Result<()> {
+        let me = thread_token();
+        let mut spins = 0u32;
+        loop {
+            let outcome = self.transition(|slot| match slot {
+                Slot::Live(s) => (Slot::Claimed(s, me), Some(true)),
+                Slot::Claimed(s, by) if by != me && me != 0 => (Slot::Claimed(s, by), None),
+                other => (other, Some(false)),
+            });
+            match outcome {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(self.released_error(op)),
+                None if spins < 64 => std::thread::yield_now(),
+                None => std::thread::sleep(std::time::Duration::from_micros(50)),
+            }
+            spins = spins.saturating_add(1);
+        }
+    }
+
     /// Gives up a claim (the claiming traversal failed): the state is live again, unless
     /// someone released the node meanwhile.
     pub(crate) fn unclaim(&self) {
         self.transition(|slot| match slot {
-            Slot::Claimed(s) => (Slot::Live(s), ()),
+            Slot::Claimed(s, _) => (Slot::Live(s), ()),
             other => (other, ()),
         });
     }
@@ -438,7 +479,7 @@ impl SavedState {
     /// Releases claimed state, returning it so the caller drops it outside the lock.
     pub(crate) fn release_claimed(&self) -> Option<Saved> {
         self.transition(|slot| match slot {
-            Slot::Claimed(s) => (Slot::Released, Some(s)),
+            Slot::Claimed(s, _) => (Slot::Released, Some(s)),
             other => (other, None),
         })
     }

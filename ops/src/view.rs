@@ -5,9 +5,8 @@ use autograd_core::{differentiable, Result, Tensor};
 /// A stride-0 view of `a` with top-level extents `dims` (numpy rules), sharing its storage.
 #[differentiable]
 pub fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
-    // The result is a stride-0 view of `a`'s storage, so the engine has already folded its
-    // cotangent: every repetition of an element holds that element's summed cotangent. Read it
-    // from any one repetition (summing again would count each contribution once per repeat).
+    // The cotangent is per logical position of the result (the engine folds broadcast aliases
+    // only into `.grad`), so each element of `a` receives the sum over its repetitions.
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         let dims = g.dims();
         let own = a.dims();
@@ -19,7 +18,7 @@ pub fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
             for (j, &n) in own.iter().enumerate() {
                 idx = idx * n + if n == 1 { 0 } else { coord[lead + j] };
             }
-            out[idx] = v;
+            out[idx] += v;
             for k in (0..dims.len()).rev() {
                 coord[k] += 1;
                 if coord[k] < dims[k] {

@@ -616,8 +616,8 @@ impl Operation for Expand {
         &self.saved
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        // The engine folded the cotangent of the stride-0 result: every position holds the sum.
-        let total = g.values::<f32>()?[0];
+        // The cotangent is per position of the stride-0 result: the one element gets the sum.
+        let total: f32 = g.values::<f32>()?.iter().sum();
         let x = &self.saved.inputs()[0];
         Ok(vec![Some(x.f32_like(vec![total])?)])
     }

@@ -152,8 +152,19 @@ impl Lowered {
             .tape
             .value(self.output)
             .unwrap_or_else(|| unreachable!("a lowered tape has its output node"));
-        let seed = gradient::buffer_for(value, seed).map_err(|e| e.context("the seed"))?;
-        self.tape.backward_dense_all(self.output, seed)
+        let seed = gradient::check_cotangent(value, seed.clone())
+            .map_err(|e| e.context("the seed"))?;
+        // The sweep carries cotangents per logical position, as the engine does; a broadcast
+        // node's gradient is folded per storage slot at the end, as the engine folds `.grad`.
+        let grads = self.tape.backward_dense_all(self.output, seed)?;
+        grads
+            .into_iter()
+            .enumerate()
+            .map(|(id, g)| match self.tape.value(id) {
+                Some(value) if value.is_differentiable() => gradient::fold_for(value, g),
+                _ => Ok(g),
+            })
+            .collect()
     }
 
     fn pin(&mut self, t: &Tensor, id: usize) {
@@ -224,7 +235,7 @@ fn operation_vjp(
     g: &Tensor,
 ) -> Result<Vec<(usize, Tensor)>> {
     let mut out = Vec::with_capacity(parents.len());
-    run_vjp(op, g, |j, _, gi| {
+    run_vjp(op, g, |_, _| true, |j, _, gi| {
         out.push((parents[j], gi));
         Ok(())
     })?;
