@@ -592,9 +592,16 @@ impl fmt::Debug for Layout {
     }
 }
 
-/// Fails unless `layout` addresses only `0..len` after adding `offset`.
+/// Fails unless `layout` addresses only `0..len` after adding `offset`, and `offset` itself lies
+/// in `0..=len`: an empty layout addresses nothing but still sits somewhere, at the very end of
+/// the carrier at the farthest, so kernels may slice `offset..offset + size` without a check.
 pub(crate) fn check_fits(layout: &Layout, offset: usize, len: usize) -> Result<()> {
     if layout.size() == 0 {
+        ensure!(
+            offset <= len,
+            Value,
+            "empty layout {layout} at offset {offset} lies past the end of a carrier of {len} elements (an empty tensor may sit at offset {len} at the farthest)"
+        );
         return Ok(());
     }
     match offset.checked_add(layout.cosize()) {
