@@ -126,9 +126,12 @@ impl From<i32> for IntTuple {
     }
 }
 impl From<usize> for IntTuple {
-    /// Extents beyond `i64::MAX` saturate, so layouts reject them as too large.
+    /// A value above `i64::MAX` becomes `i64::MIN`, a leaf that no layout accepts (extents and
+    /// strides are non-negative; `Layout::new` names it as too large). Saturating to
+    /// `i64::MAX` instead would turn `usize::MAX` into a layout that is valid but smaller than
+    /// the one asked for.
     fn from(x: usize) -> Self {
-        IntTuple::Int(i64::try_from(x).unwrap_or(i64::MAX))
+        IntTuple::Int(i64::try_from(x).unwrap_or(crate::layout::TOO_LARGE))
     }
 }
 impl<T: Into<IntTuple>> From<Vec<T>> for IntTuple {

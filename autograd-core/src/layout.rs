@@ -55,7 +55,23 @@ pub struct Layout {
     logical: Vec<Leaf>,
 }
 
-fn to_usize(x: i64, what: &str, layout: &dyn fmt::Display) -> Result<usize> {
+/// A layout's trees as `shape:stride`, formatted only when an error message is built.
+struct Shown<'a>(&'a Shape, &'a Stride);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.0, self.1)
+    }
+}
+
+fn to_usize(x: i64, what: &str, layout: &Shown<'_>) -> Result<usize> {
+    if x == TOO_LARGE {
+        bail!(
+            Value,
+            "a {what} in layout {layout} does not fit in i64 (it was a usize above {}); no layout can address that much",
+            i64::MAX
+        );
+    }
     usize::try_from(x).map_err(|_| {
         crate::Error::Value(format!(
             "{what} {x} in layout {layout} is negative; {what}s must be non-negative"
@@ -63,19 +79,47 @@ fn to_usize(x: i64, what: &str, layout: &dyn fmt::Display) -> Result<usize> {
     })
 }
 
+/// What `IntTuple::from(usize)` makes of a value above `i64::MAX`: a leaf no layout accepts.
+pub(crate) const TOO_LARGE: i64 = i64::MIN;
+
+/// The product of extents, 0 as soon as one is 0. Exact for the extents of a validated layout
+/// (their nonzero product fits in `isize`); saturates instead of overflowing for any others.
+fn extent_product(leaves: &[Leaf]) -> usize {
+    if leaves.iter().any(|l| l.extent == 0) {
+        return 0;
+    }
+    leaves.iter().fold(1, |acc, l| acc.saturating_mul(l.extent))
+}
+
 impl Layout {
     /// A layout from congruent shape and stride trees with non-negative leaves.
     ///
-    /// Fails with `Error::Value` for non-congruent trees, negative extents or strides, or a size
-    /// or cosize that does not fit in memory addresses.
+    /// Fails with `Error::Value` for non-congruent trees, negative extents or strides (or ones
+    /// converted from a `usize` above `i64::MAX`), or a layout that does not fit in memory
+    /// addresses. A zero extent hides nothing: the layout is refused when the product of its
+    /// *nonzero* extents exceeds `isize::MAX`, or when the offsets its modes span,
+    /// `sum((extent - 1) * stride)` over the nonzero extents, reach `isize::MAX`, even though
+    /// such a layout holds no element. So every mode of a valid layout is a valid layout, and
+    /// every view that keeps or shrinks the extents stays addressable.
+    ///
+    /// Fails with `Error::NotImplemented` when the injectivity of the layout, or of one of its
+    /// nested modes, could only be decided by enumerating more than 2^24 coordinates over a span
+    /// wider than 2^30 (see the design notes); no valid layout has a mode that fails so.
+    ///
+    /// ```
+    /// use autograd_core::{shape, stride, ErrorKind, Layout};
+    /// // empty, but its second mode alone would hold 2^80 elements
+    /// let e = Layout::new(shape![0, [1i64 << 40, 1i64 << 40]], stride![1, [1, 1]]).unwrap_err();
+    /// assert_eq!(e.kind(), ErrorKind::Value);
+    /// ```
     pub fn new(shape: impl Into<Shape>, stride: impl Into<Stride>) -> Result<Layout> {
         let (shape, stride) = (shape.into(), stride.into());
-        let shown = format!("{shape}:{stride}");
         ensure!(
             shape.0.congruent(&stride.0),
             Value,
             "shape {shape} and stride {stride} are not congruent (they must have the same tree structure)"
         );
+        let shown = Shown(&shape, &stride);
         let extents = shape.0.leaves();
         let strides = stride.0.leaves();
         let mut leaves = Vec::with_capacity(extents.len());
@@ -93,31 +137,38 @@ impl Layout {
             start += n;
         }
         let limit = isize::MAX as usize;
-        let mut size: usize = 1;
+        // Products and spans over the nonzero extents: a zero extent elsewhere does not make
+        // a mode of 2^80 elements addressable.
+        let mut nonzero_size: usize = 1;
         let mut span: usize = 0;
-        for l in &leaves {
-            size = size
+        for l in leaves.iter().filter(|l| l.extent > 0) {
+            nonzero_size = nonzero_size
                 .checked_mul(l.extent)
                 .filter(|s| *s <= limit)
                 .ok_or_else(|| {
                     crate::Error::Value(format!(
-                        "layout {shown} has more elements than fit in memory"
+                        "layout {shown} has more elements than fit in memory (counting the nonzero extents only)"
                     ))
                 })?;
-            if l.extent > 0 {
-                span = (l.extent - 1)
-                    .checked_mul(l.stride)
-                    .and_then(|x| x.checked_add(span))
-                    .filter(|s| *s < limit)
-                    .ok_or_else(|| {
-                        crate::Error::Value(format!(
-                            "layout {shown} addresses more storage than fits in memory"
-                        ))
-                    })?;
-            }
+            span = (l.extent - 1)
+                .checked_mul(l.stride)
+                .and_then(|x| x.checked_add(span))
+                .filter(|s| *s < limit)
+                .ok_or_else(|| {
+                    crate::Error::Value(format!(
+                        "layout {shown} addresses more storage than fits in memory"
+                    ))
+                })?;
         }
-        let cosize = if size == 0 { 0 } else { span + 1 };
+        let empty = leaves.iter().any(|l| l.extent == 0);
+        let size = if empty { 0 } else { nonzero_size };
+        let cosize = if empty { 0 } else { span + 1 };
         let aliasing = classify(&leaves, size).map_err(|e| e.context(format!("layout {shown}")))?;
+        if empty || aliasing == Aliasing::Other {
+            // The modes of an injective or broadcast layout inherit a decision; these may not.
+            check_nested_modes(&shape.0, &leaves, &mut 0, true)
+                .map_err(|e| e.context(format!("layout {shown}")))?;
+        }
         let fastest_first: Vec<Leaf> = modes
             .iter()
             .rev()
@@ -138,15 +189,13 @@ impl Layout {
 
     /// The canonical injective layout of a shape: compact, first mode fastest at every depth.
     ///
-    /// `[4, 2]` gives strides `[1, 4]` and `[2, [4, 3]]` gives `[1, [2, 8]]`.
+    /// `[4, 2]` gives strides `[1, 4]` and `[2, [4, 3]]` gives `[1, [2, 8]]`. Fails with
+    /// `Error::Value` when the strides overflow (the shape does not fit in memory).
     pub fn canonical(shape: impl Into<Shape>) -> Result<Layout> {
         let shape = shape.into();
-        let mut next: i64 = 1;
-        let stride = shape.0.map_leaves(&mut |e| {
-            let s = next;
-            next = next.saturating_mul(e.max(1));
-            s
-        });
+        let mut next = Some(1i64);
+        let stride = shape.0.map_leaves(&mut |e| compact_stride(&mut next, e));
+        ensure_strides(next, &shape)?;
         Layout::new(shape, Stride(stride))
     }
 
@@ -156,14 +205,11 @@ impl Layout {
         let shape = shape.into();
         let modes = shape.0.modes();
         let mut strides = vec![IntTuple::Int(0); modes.len()];
-        let mut next: i64 = 1;
+        let mut next = Some(1i64);
         for (i, m) in modes.iter().enumerate().rev() {
-            strides[i] = m.map_leaves(&mut |e| {
-                let s = next;
-                next = next.saturating_mul(e.max(1));
-                s
-            });
+            strides[i] = m.map_leaves(&mut |e| compact_stride(&mut next, e));
         }
+        ensure_strides(next, &shape)?;
         let stride = match shape.0 {
             IntTuple::Int(_) => strides.pop().unwrap_or(IntTuple::Int(1)),
             IntTuple::Tuple(_) => IntTuple::Tuple(strides),
@@ -172,6 +218,8 @@ impl Layout {
     }
 
     /// The flat row-major layout of `dims` (C order), as ndarray's standard layout.
+    ///
+    /// Fails with `Error::Value` when the extents do not fit in memory.
     pub fn row_major(dims: &[usize]) -> Result<Layout> {
         Layout::compact_row_major(Shape::from(dims))
     }
@@ -231,15 +279,23 @@ impl Layout {
             _ => Ok(self.clone()),
         }
     }
-    /// Every top-level mode as a layout.
+    /// Every top-level mode as a layout (always `rank()` of them: a mode of a valid layout is
+    /// valid, see [`Layout::new`]).
     pub fn modes(&self) -> Vec<Layout> {
-        (0..self.rank()).filter_map(|i| self.mode(i).ok()).collect()
+        let modes: Vec<Layout> = (0..self.rank()).filter_map(|i| self.mode(i).ok()).collect();
+        debug_assert_eq!(
+            modes.len(),
+            self.rank(),
+            "a mode of {self} is not a valid layout"
+        );
+        modes
     }
-    /// The size of every top-level mode: the extents of the logical (row-major) view.
+    /// The size of every top-level mode: the extents of the logical (row-major) view. A mode
+    /// with a zero extent has size 0, whatever its other extents.
     pub fn dims(&self) -> Vec<usize> {
         self.modes
             .iter()
-            .map(|&(a, b)| self.leaves[a..b].iter().map(|l| l.extent).product())
+            .map(|&(a, b)| extent_product(&self.leaves[a..b]))
             .collect()
     }
     /// The leaves of top-level mode `i` (empty when `i` is out of range).
@@ -292,7 +348,7 @@ impl Layout {
         let mut off = 0;
         for (i, (&c, &(a, b))) in coord.iter().zip(&self.modes).enumerate() {
             let leaves = &self.leaves[a..b];
-            let extent: usize = leaves.iter().map(|l| l.extent).product();
+            let extent = extent_product(leaves);
             ensure!(c < extent, Value, "coordinate {coord:?} is out of range: entry {i} must be below {extent} for layout {self}");
             off += colex_offset(leaves, c);
         }
@@ -442,7 +498,7 @@ fn coord_offset(
         // an integer coordinate into any node: its colexicographic index
         (_, IntTuple::Int(c)) => {
             *next += n;
-            let extent: usize = here.iter().map(|l| l.extent).product();
+            let extent = extent_product(here);
             let c = usize::try_from(*c).map_err(|_| format!("entry {c} is negative"))?;
             if c >= extent {
                 return Err(format!("entry {c} must be below {extent} for mode {shape}"));
@@ -462,16 +518,69 @@ fn coord_offset(
     }
 }
 
+/// The stride of the next leaf of a compact layout, advancing `next` past a leaf of `extent`
+/// (an extent of 0 or less takes no room); `next` becomes `None` once it overflows.
+fn compact_stride(next: &mut Option<i64>, extent: i64) -> i64 {
+    let s = next.unwrap_or(i64::MAX);
+    *next = next.and_then(|n| n.checked_mul(extent.max(1)));
+    s
+}
+
+/// Fails unless the compact strides of `shape` fit (`next` is what `compact_stride` left).
+fn ensure_strides(next: Option<i64>, shape: &Shape) -> Result<()> {
+    ensure!(
+        next.is_some(),
+        Value,
+        "the compact strides of shape {shape} overflow: it has more elements than fit in memory"
+    );
+    Ok(())
+}
+
 /// Merges adjacent leaves (fastest first) that form one arithmetic progression; drops extent-1.
+/// A merge that would overflow is skipped (a validated layout never asks for one).
 fn coalesce(leaves: &[Leaf]) -> Vec<Leaf> {
     let mut out: Vec<Leaf> = Vec::with_capacity(leaves.len());
     for &l in leaves.iter().filter(|l| l.extent != 1) {
-        match out.last_mut() {
-            Some(last) if last.stride * last.extent == l.stride => last.extent *= l.extent,
+        let merged = out.last().and_then(|last| {
+            (last.stride.checked_mul(last.extent) == Some(l.stride))
+                .then(|| last.extent.checked_mul(l.extent))
+                .flatten()
+        });
+        match (out.last_mut(), merged) {
+            (Some(last), Some(extent)) => last.extent = extent,
             _ => out.push(l),
         }
     }
     out
+}
+
+/// Checks that the aliasing of every nested mode (every tuple node below the root) can be
+/// decided, so that [`Layout::mode`] never fails on a valid layout. `next` counts leaves.
+fn check_nested_modes(
+    node: &IntTuple,
+    leaves: &[Leaf],
+    next: &mut usize,
+    root: bool,
+) -> Result<()> {
+    match node {
+        // a leaf: one mode is always decided
+        IntTuple::Int(_) => {
+            *next += 1;
+            Ok(())
+        }
+        // a tuple: its own leaves, then each child
+        IntTuple::Tuple(children) => {
+            let start = *next;
+            for c in children {
+                check_nested_modes(c, leaves, next, false)?;
+            }
+            if !root {
+                let own = &leaves[start..*next];
+                classify(own, extent_product(own))?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Exact aliasing classification of leaves.
@@ -592,9 +701,16 @@ impl fmt::Debug for Layout {
     }
 }
 
-/// Fails unless `layout` addresses only `0..len` after adding `offset`.
+/// Fails unless `layout` addresses only `0..len` after adding `offset`, and `offset` itself lies
+/// in `0..=len`: an empty layout addresses nothing but still sits somewhere, at the very end of
+/// the carrier at the farthest, so kernels may slice `offset..offset + size` without a check.
 pub(crate) fn check_fits(layout: &Layout, offset: usize, len: usize) -> Result<()> {
     if layout.size() == 0 {
+        ensure!(
+            offset <= len,
+            Value,
+            "empty layout {layout} at offset {offset} lies past the end of a carrier of {len} elements (an empty tensor may sit at offset {len} at the farthest)"
+        );
         return Ok(());
     }
     match offset.checked_add(layout.cosize()) {

@@ -30,6 +30,29 @@ impl Tensor {
         ))
     }
 
+    /// The offset of a view cut out of `self` `shift` elements further into the carrier, with
+    /// checked arithmetic. An empty view addresses nothing, so a cut that lands past the end of
+    /// the carrier (`m[:, 5][2..2]` of a row-major matrix) is placed at the carrier's end.
+    fn cut_offset(&self, op: &str, shift: usize, layout: &Layout) -> Result<usize> {
+        let Parts::One { carrier, offset } = &self.0.parts else {
+            bail!(
+                NotImplemented,
+                "{op} takes a one-subtensor tensor, this one has {}",
+                self.subtensor_count()
+            )
+        };
+        let Some(moved) = offset.checked_add(shift) else {
+            bail!(
+                Value,
+                "{op}: the view's offset {offset} + {shift} overflows a storage offset"
+            )
+        };
+        if layout.size() == 0 {
+            return Ok(moved.min(carrier.len() / record_width(&self.0.dtype)));
+        }
+        Ok(moved)
+    }
+
     /// A handle to the same elements with no autograd state (a new leaf, or a plain alias).
     pub fn detach(&self) -> Tensor {
         let parts = match &self.0.parts {
@@ -89,7 +112,14 @@ impl Tensor {
             start.saturating_add(len)
         );
         let layout = self.replace_mode(dim, len, stride)?;
-        self.view_with("narrow", layout, self.offset() + start * stride)
+        let Some(shift) = start.checked_mul(stride) else {
+            bail!(
+                Value,
+                "narrow: start {start} times stride {stride} of mode {dim} overflows a storage offset"
+            )
+        };
+        let offset = self.cut_offset("narrow", shift, &layout)?;
+        self.view_with("narrow", layout, offset)
     }
 
     /// The sub-tensor at `index` along top-level mode `dim`, with that mode removed.
@@ -111,7 +141,9 @@ impl Tensor {
         let shift = mode.offset_of_index(index)?;
         let mut modes = l.modes();
         modes.remove(dim);
-        self.view_with("select", Layout::from_modes(&modes)?, self.offset() + shift)
+        let layout = Layout::from_modes(&modes)?;
+        let offset = self.cut_offset("select", shift, &layout)?;
+        self.view_with("select", layout, offset)
     }
 
     /// The top-level modes reordered: mode `i` of the result is mode `order[i]` of `self`.

@@ -414,6 +414,84 @@ fn backward_dense_from_checks_every_entry() {
     );
 }
 
+/// The precondition of the `from` sweeps is the whole array: one entry per node, every entry of
+/// its node's shape. The step and the loop check all of it, so they refuse exactly what
+/// `backward_dense_from` refuses, with the same kind, even for entries they never touch: here
+/// the entry of a node that does not require a gradient (no step reads it) and of a node past
+/// the first `n` that a partial loop visits.
+#[test]
+fn the_from_sweeps_check_every_entry_not_only_the_ones_they_touch() {
+    let v = |x: &[f64]| arr1(x).into_dyn();
+    let mut tape = Tape::empty();
+    let x = tape.add_node(Node::leaf(v(&[1.0, 2.0])));
+    let frozen = tape.add_node(Node::leaf(v(&[5.0])).with_requires_grad(false));
+    let y = tape.add_node(Node::new(
+        v(&[2.0, 4.0]),
+        vec![x],
+        move |g: &ArrayD<f64>| Ok(vec![(x, g * 2.0)]),
+    ));
+    let later = tape.add_node(Node::leaf(v(&[0.0])));
+    let good = || vec![v(&[0.0, 0.0]), v(&[0.0]), v(&[1.0, 1.0]), v(&[0.0])];
+    assert_eq!(tape.backward_dense_from(good()).unwrap()[x], v(&[2.0, 2.0]));
+    assert_eq!(
+        tape.backward_dense_from_step(good(), y).unwrap()[x],
+        v(&[2.0, 2.0])
+    );
+    assert_eq!(
+        tape.backward_dense_from_loop(3, good()).unwrap()[x],
+        v(&[2.0, 2.0])
+    );
+    for (bad_id, bad) in [(frozen, v(&[0.0, 0.0, 0.0])), (later, v(&[0.0, 0.0]))] {
+        let mut acc = good();
+        acc[bad_id] = bad;
+        let e = tape.backward_dense_from(acc.clone()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Value);
+        assert!(e.message().contains(&format!("node {bad_id}")), "{e}");
+        for (what, r) in [
+            ("step at y", tape.backward_dense_from_step(acc.clone(), y)),
+            ("step at x", tape.backward_dense_from_step(acc.clone(), x)),
+            (
+                "step at the frozen node",
+                tape.backward_dense_from_step(acc.clone(), frozen),
+            ),
+            (
+                "loop over all",
+                tape.backward_dense_from_loop(4, acc.clone()),
+            ),
+            ("loop over 3", tape.backward_dense_from_loop(3, acc.clone())),
+            (
+                "loop over none",
+                tape.backward_dense_from_loop(0, acc.clone()),
+            ),
+        ] {
+            let e = r.expect_err(what);
+            assert_eq!(e.kind(), ErrorKind::Value, "{what}: {e}");
+            assert!(
+                e.message().contains(&format!("node {bad_id}")),
+                "{what}: {e}"
+            );
+        }
+    }
+}
+
+/// The device check counts as part of the precondition too: a Float64 tensor as the entry of a
+/// node no step reads is refused by all three, with `backward_dense_from`'s kind.
+#[test]
+fn the_from_sweeps_run_the_device_check_on_every_entry() {
+    let mut tape: Tape<Tensor> = Tape::empty();
+    let x = tape.add_node(Node::leaf(t(&[1.0, 2.0], &[2])));
+    let frozen = tape.add_node(Node::leaf(t(&[3.0], &[1])).with_requires_grad(false));
+    let mut acc = vec![t(&[1.0, 1.0], &[2]), t(&[0.0], &[1])];
+    let want = tape.backward_dense_from(acc.clone()).unwrap();
+    assert_eq!(want[x].values::<f32>().unwrap(), vec![1.0, 1.0]);
+    acc[frozen] = Tensor::from_vec(vec![0.0f64], autograd_core::shape![1]).unwrap();
+    let want = kind(tape.backward_dense_from(acc.clone()));
+    assert_ne!(want, ErrorKind::Runtime);
+    assert_eq!(kind(tape.backward_dense_from_step(acc.clone(), x)), want);
+    assert_eq!(kind(tape.backward_dense_from_loop(1, acc.clone())), want);
+    assert_eq!(kind(tape.backward_dense_from_loop(2, acc)), want);
+}
+
 #[test]
 fn vjp_contributions_are_checked() {
     let mut tape = Tape::empty();

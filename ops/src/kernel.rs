@@ -15,13 +15,27 @@ fn check_f32(op: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The CPU carrier when the fast path applies: one CPU subtensor whose storage order is
-/// logical order.
+/// The CPU carrier when the fast path applies: one non-empty CPU subtensor whose storage order
+/// is logical order. Empty tensors take the general path, which reads no storage at all.
 fn dense_cpu(t: &Tensor) -> Option<&CpuCarrier> {
-    if t.subtensor_count() != 1 || !t.layout().is_row_major_contiguous() {
+    if t.subtensor_count() != 1 || t.size() == 0 || !t.layout().is_row_major_contiguous() {
         return None;
     }
     t.carrier().ok()?.as_cpu()
+}
+
+/// The run `off..off + n` of `s`, or `Error::Runtime` when the carrier no longer holds it (a
+/// tensor's layout is checked to fit its carrier when the tensor is made, so this is a guard,
+/// never a slice past the end).
+fn run(s: &[f32], off: usize, n: usize) -> Result<&[f32]> {
+    off.checked_add(n)
+        .and_then(|end| s.get(off..end))
+        .ok_or_else(|| {
+            autograd_core::Error::Runtime(format!(
+                "elements {off}..{off}+{n} lie outside a carrier of {} elements",
+                s.len()
+            ))
+        })
 }
 
 /// `layout`, or the compact row-major layout of `like`'s shape.
@@ -45,14 +59,15 @@ pub(crate) fn map(op: &str, a: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor
             let small = cpu.with_slice::<f32, _>(|s| {
                 let mut out = [0.0; SMALL_F32];
                 out.iter_mut()
-                    .zip(&s[off..off + n])
+                    .zip(run(s, off, n)?)
                     .for_each(|(o, &x)| *o = f(x));
-                out
-            })?;
+                Ok(out)
+            })??;
             return output_small(a, &small[..n]);
         }
-        let values =
-            cpu.with_slice::<f32, _>(|s| s[off..off + n].iter().map(|&x| f(x)).collect())?;
+        let values = cpu.with_slice::<f32, _>(|s| {
+            run(s, off, n).map(|x| x.iter().map(|&x| f(x)).collect())
+        })??;
         return output(a, values, reuse(a));
     }
     let values = a.values::<f32>()?.into_iter().map(f).collect();
@@ -76,19 +91,19 @@ pub(crate) fn zip(op: &str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32)
             let small = ca.with_slice_pair::<f32, _>(cb, |x, y| {
                 let mut out = [0.0; SMALL_F32];
                 out.iter_mut()
-                    .zip(x[oa..oa + n].iter().zip(&y[ob..ob + n]))
+                    .zip(run(x, oa, n)?.iter().zip(run(y, ob, n)?))
                     .for_each(|(o, (&p, &q))| *o = f(p, q));
-                out
-            })?;
+                Ok(out)
+            })??;
             return output_small(a, &small[..n]);
         }
         let values = ca.with_slice_pair::<f32, _>(cb, |x, y| {
-            x[oa..oa + n]
+            Ok(run(x, oa, n)?
                 .iter()
-                .zip(&y[ob..ob + n])
+                .zip(run(y, ob, n)?)
                 .map(|(&p, &q)| f(p, q))
-                .collect()
-        })?;
+                .collect())
+        })??;
         return output(a, values, reuse(a));
     }
     let x = a.values::<f32>()?;

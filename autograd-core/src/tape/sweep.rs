@@ -192,21 +192,41 @@ impl<V: GradValue> Tape<V> {
         })
     }
 
+    /// Checks the precondition of the `from` sweeps in full: `acc` has one entry per node and
+    /// every entry has its node's shape and passes the device check. `what` names the entries
+    /// in messages.
+    fn check_entries(&self, acc: &[V], op: &str, what: &'static str) -> Result<()> {
+        self.check_len(acc.len(), op)?;
+        for (id, (g, node)) in acc.iter().zip(&self.nodes).enumerate() {
+            let what = self.about(what, id);
+            SameShape::check(g, &node.value, &what)?;
+            V::check(g, &node.value).map_err(|e| e.context(&what))?;
+        }
+        Ok(())
+    }
+
     /// One reverse-mode step at node `id` over a total gradient array: runs the node's VJP on
     /// its entry (unless the node does not require a gradient) and adds the contributions.
     ///
-    /// Precondition, checked: `acc` has one entry per node, and every entry this step reads or
-    /// updates has its node's shape.
+    /// Precondition, checked in full (as the tape document says) before anything runs: `acc`
+    /// has one entry per node, and every entry, not only the ones this step reads or updates,
+    /// has its node's shape. A step therefore refuses exactly what
+    /// [`backward_dense_from`](Tape::backward_dense_from) refuses, at O(size) per call; a
+    /// whole sweep checks once, through [`backward_dense_from_loop`](Tape::backward_dense_from_loop).
     pub fn backward_dense_from_step(&self, acc: Vec<V>, id: usize) -> Result<Vec<V>> {
-        self.check_len(acc.len(), "backward_dense_from_step")?;
         self.check_id(id, "backward_dense_from_step")?;
+        self.check_entries(&acc, "backward_dense_from_step", "the gradient entry of")?;
+        self.checked_from_step(acc, id)
+    }
+
+    /// [`backward_dense_from_step`](Tape::backward_dense_from_step) on an array whose entries
+    /// have been checked: an entry changes only through `add_grad_all`, which checks what it
+    /// stores, so the array stays valid from one step to the next.
+    fn checked_from_step(&self, acc: Vec<V>, id: usize) -> Result<Vec<V>> {
         let node = &self.nodes[id];
         if !node.requires_grad {
             return Ok(acc);
         }
-        let what = self.about("the gradient entry of", id);
-        SameShape::check(&acc[id], &node.value, &what)?;
-        V::check(&acc[id], &node.value).map_err(|e| e.context(&what))?;
         let contributions = self.run_vjp(id, &acc[id])?;
         let mut acc = acc;
         let allowed = Allowed::of(&node.parents);
@@ -219,6 +239,10 @@ impl<V: GradValue> Tape<V> {
 
     /// Reverse-mode accumulation over the first `n` nodes in reverse order: visits ids `n - 1`,
     /// `n - 2`, ..., `0`. `n = size()` traverses the whole tape.
+    ///
+    /// The whole array is checked once before the first step (entries of nodes the loop does
+    /// not visit included), so the loop refuses exactly what
+    /// [`backward_dense_from`](Tape::backward_dense_from) refuses.
     pub fn backward_dense_from_loop(&self, n: usize, acc: Vec<V>) -> Result<Vec<V>> {
         ensure!(
             n <= self.size(),
@@ -226,10 +250,14 @@ impl<V: GradValue> Tape<V> {
             "backward_dense_from_loop: cannot visit the first {n} nodes of a tape of {} nodes",
             self.size()
         );
-        self.check_len(acc.len(), "backward_dense_from_loop")?;
+        self.check_entries(&acc, "backward_dense_from_loop", "the gradient entry of")?;
+        self.checked_from_loop(n, acc)
+    }
+
+    fn checked_from_loop(&self, n: usize, acc: Vec<V>) -> Result<Vec<V>> {
         let mut acc = acc;
         for id in (0..n).rev() {
-            acc = self.backward_dense_from_step(acc, id)?;
+            acc = self.checked_from_step(acc, id)?;
         }
         Ok(acc)
     }
@@ -243,13 +271,8 @@ impl<V: GradValue> Tape<V> {
     /// from the one-hot seed array; elsewhere a disconnected node may turn its zero entry into
     /// NaN contributions (`0 * (1/0)`).
     pub fn backward_dense_from(&self, grads0: Vec<V>) -> Result<Vec<V>> {
-        self.check_len(grads0.len(), "backward_dense_from")?;
-        for (id, (g, node)) in grads0.iter().zip(&self.nodes).enumerate() {
-            let what = self.about("the initial gradient of", id);
-            SameShape::check(g, &node.value, &what)?;
-            V::check(g, &node.value).map_err(|e| e.context(&what))?;
-        }
-        self.backward_dense_from_loop(self.size(), grads0)
+        self.check_entries(&grads0, "backward_dense_from", "the initial gradient of")?;
+        self.checked_from_loop(self.size(), grads0)
     }
 }
 
