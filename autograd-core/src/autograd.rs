@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::engine::{propagate, Claim, IdMap, Plan, Sink, Staging};
+use crate::engine::{propagate, Claim, IdMap, IdSet, Plan, Sink, Staging};
 use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
@@ -154,10 +154,10 @@ impl Tensor {
 /// Whether `target` is a saved input or residual of `node` or of any node its graph reaches
 /// (released nodes hold nothing). Iterative, each node visited once.
 fn depends_on(node: &Node, target: &Tensor) -> bool {
-    let mut seen: IdMap<()> = IdMap::default();
+    let mut seen = IdSet::default();
     let mut stack = vec![node.clone()];
     while let Some(node) = stack.pop() {
-        if seen.insert(node.id().get(), ()).is_some() {
+        if !seen.insert(node.id().get()) {
             continue;
         }
         let found = node.saved().with(node.name(), |s| {
@@ -263,8 +263,8 @@ pub fn grad(
     } else {
         vec![gradient::check_cotangent(output, cotangents.clone())?]
     };
-    let requested: IdMap<()> = inputs.iter().map(|t| (t.id(), ())).collect();
-    let wanted = |t: &Tensor| requested.contains_key(&t.id());
+    let requested: IdSet = inputs.iter().map(|t| t.id()).collect();
+    let wanted = |t: &Tensor| requested.contains(&t.id());
     let plan = match output.autograd_ctx() {
         Some(root) => {
             let mut plan = Plan::discover(&root)?;

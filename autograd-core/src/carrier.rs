@@ -473,7 +473,11 @@ mod tests {
                 bail!(Value, "wrote, then failed")
             })
             .is_err());
-        assert_eq!(c.version(), 3, "an exclusive access that wrote and failed still bumps");
+        assert_eq!(
+            c.version(),
+            3,
+            "an exclusive access that wrote and failed still bumps"
+        );
         assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 7.0, 2.0]));
     }
 

@@ -2,7 +2,7 @@
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{bail, Result};
@@ -36,6 +36,9 @@ impl Hasher for IdHasher {
 
 /// A map keyed by tensor or node identity.
 pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// A set of tensor or node identities.
+pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 const NO_PRODUCER: u32 = u32::MAX;
 
@@ -383,14 +386,16 @@ pub(crate) fn propagate(
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        run_vjp(&*step.node, &g, needed, |j, input, gi| match route(j, input) {
-            (true, Some(p)) => {
-                staging.add(input, gi.clone())?;
-                accumulate(&mut cotangents[p], gi)
+        run_vjp(&*step.node, &g, needed, |j, input, gi| {
+            match route(j, input) {
+                (true, Some(p)) => {
+                    staging.add(input, gi.clone())?;
+                    accumulate(&mut cotangents[p], gi)
+                }
+                (true, None) => staging.add(input, gi),
+                (false, Some(p)) => accumulate(&mut cotangents[p], gi),
+                (false, None) => Ok(()),
             }
-            (true, None) => staging.add(input, gi),
-            (false, Some(p)) => accumulate(&mut cotangents[p], gi),
-            (false, None) => Ok(()),
         })?;
         if let Some(claim) = claim.as_deref_mut() {
             claim.claim(i as usize)?;

@@ -152,8 +152,8 @@ impl Lowered {
             .tape
             .value(self.output)
             .unwrap_or_else(|| unreachable!("a lowered tape has its output node"));
-        let seed = gradient::check_cotangent(value, seed.clone())
-            .map_err(|e| e.context("the seed"))?;
+        let seed =
+            gradient::check_cotangent(value, seed.clone()).map_err(|e| e.context("the seed"))?;
         // The sweep carries cotangents per logical position, as the engine does; a broadcast
         // node's gradient is folded per storage slot at the end, as the engine folds `.grad`.
         let grads = self.tape.backward_dense_all(self.output, seed)?;
@@ -235,9 +235,14 @@ fn operation_vjp(
     g: &Tensor,
 ) -> Result<Vec<(usize, Tensor)>> {
     let mut out = Vec::with_capacity(parents.len());
-    run_vjp(op, g, |_, _| true, |j, _, gi| {
-        out.push((parents[j], gi));
-        Ok(())
-    })?;
+    run_vjp(
+        op,
+        g,
+        |_, _| true,
+        |j, _, gi| {
+            out.push((parents[j], gi));
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
