@@ -67,18 +67,32 @@ impl Tensor {
 
     /// The autograd node that produced this tensor, `None` for a leaf.
     pub fn autograd_ctx(&self) -> Option<Node> {
-        self.state().ctx.clone()
+        self.autograd_result().map(|(node, _)| node)
+    }
+
+    /// The producing node and which of its results this tensor is (0 for every node with one
+    /// result).
+    pub(crate) fn autograd_result(&self) -> Option<(Node, usize)> {
+        let state = self.state();
+        let ctx = state.ctx.as_ref()?;
+        Some(match ctx.__result_of() {
+            Some((node, k)) => (node.clone(), k),
+            None => (ctx.clone(), 0),
+        })
     }
 
     /// The producing node, and whether the edge being followed is the only way to reach it:
     /// this handle is the tensor's only one (held by the consumer being visited) and the
     /// tensor is the node's only holder. No new path to the node can appear without another
     /// handle, so a traversal may then skip its duplicate check.
-    pub(crate) fn producer(&self) -> Option<(Node, bool)> {
+    pub(crate) fn producer(&self) -> Option<(Node, usize, bool)> {
         let state = self.state();
-        let node = state.ctx.as_ref()?;
-        let sole = Arc::strong_count(&self.0) == 1 && Arc::strong_count(node) == 1;
-        Some((node.clone(), sole))
+        let ctx = state.ctx.as_ref()?;
+        if let Some((node, k)) = ctx.__result_of() {
+            return Some((node.clone(), k, false));
+        }
+        let sole = Arc::strong_count(&self.0) == 1 && Arc::strong_count(ctx) == 1;
+        Some((ctx.clone(), 0, sole))
     }
 
     /// Assigns the autograd node. `None` always succeeds; a node needs a differentiable tensor,
@@ -124,14 +138,14 @@ impl Tensor {
             None => self.unit_cotangent()?,
         };
         let mut staging = Staging::default();
-        let Some(root) = self.autograd_ctx() else {
+        let Some((root, k)) = self.autograd_result() else {
             staging.add(self, cotangent)?;
             return staging.commit();
         };
         if self.retains_grad() {
             staging.add(self, cotangent.clone())?;
         }
-        let plan = Plan::discover(&root)?;
+        let plan = Plan::discover(&root, k)?;
         accumulate_from(&plan, cotangent, staging, retain_graph)
     }
 
@@ -187,7 +201,7 @@ pub fn backwards_traversal(
     retain_graph: bool,
 ) -> Result<()> {
     let Some(root) = operation else { return Ok(()) };
-    let plan = Plan::discover(root)?;
+    let plan = Plan::discover(root, 0)?;
     accumulate_from(&plan, gradient.clone(), Staging::default(), retain_graph)
 }
 
@@ -265,9 +279,9 @@ pub fn grad(
     };
     let requested: IdSet = inputs.iter().map(|t| t.id()).collect();
     let wanted = |t: &Tensor| requested.contains(&t.id());
-    let plan = match output.autograd_ctx() {
-        Some(root) => {
-            let mut plan = Plan::discover(&root)?;
+    let plan = match output.autograd_result() {
+        Some((root, k)) => {
+            let mut plan = Plan::discover(&root, k)?;
             plan.prune(&wanted)?;
             Some(plan)
         }

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::error::{bail, Result};
+use crate::error::{bail, ensure, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
 use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved};
@@ -66,6 +66,10 @@ pub(crate) struct Plan {
     steps: Vec<Step>,
     /// For every saved input of every step, the step of its producing node, or `NO_PRODUCER`.
     producers: Vec<u32>,
+    /// Where the plan has nodes with several results: cotangent slots per result.
+    outputs: Option<Box<Outputs>>,
+    /// The slot of the differentiated result of the root.
+    root_slot: usize,
     order: Vec<u32>,
     /// Set by [`Claim::finish`]: dropping the plan releases the claimed nodes.
     release: Cell<bool>,
@@ -94,15 +98,58 @@ fn index_u32(i: usize) -> Result<u32> {
         })
 }
 
+/// Cotangent slots of a plan with multi-result nodes: step `i`'s result `k` has slot
+/// `base[i] + k`, and `edge[e]` is the result index that edge `e` (an entry of `producers`)
+/// reads. Plans of single-result nodes (nearly all) have none: a step's slot is its index.
+struct Outputs {
+    base: Vec<u32>,
+    counts: Vec<u32>,
+    edge: Vec<u32>,
+    total: u32,
+}
+
+impl Outputs {
+    /// Slots for the `steps` single-result steps and `edges` edges seen so far.
+    fn new(steps: usize, edges: usize) -> Result<Outputs> {
+        Ok(Outputs {
+            base: (0..index_u32(steps)?).collect(),
+            counts: vec![1; steps],
+            edge: vec![0; edges],
+            total: index_u32(steps)?,
+        })
+    }
+
+    fn push_step(&mut self, results: usize) -> Result<()> {
+        self.base.push(self.total);
+        self.counts.push(index_u32(results)?);
+        self.total = index_u32(self.total as usize + results)?;
+        Ok(())
+    }
+}
+
 impl Plan {
-    /// Discovers every node reachable from `root`, refusing released nodes before anything
-    /// else runs, and orders them topologically with explicit stacks.
-    pub(crate) fn discover(root: &Node) -> Result<Plan> {
+    /// Discovers every node reachable from `root` (whose result `root_output` is the one
+    /// differentiated), refusing released nodes before anything else runs, and orders them
+    /// topologically with explicit stacks.
+    pub(crate) fn discover(root: &Node, root_output: usize) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
         let mut steps: Vec<Step> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();
         let mut pending: Vec<u32> = Vec::new();
         let mut stack = vec![0u32];
+        let mut outputs: Option<Box<Outputs>> = None;
+        let root_results = root.outputs();
+        if root_results != 1 || root_output != 0 {
+            ensure!(
+                root_output < root_results,
+                Value,
+                "result {root_output} of {} does not exist: it has {root_results}",
+                describe_node(&**root)
+            );
+            let mut o = Outputs::new(0, 0)?;
+            o.push_step(root_results)?;
+            outputs = Some(Box::new(o));
+        }
         index.insert(node_key(root), 0);
         steps.push(Step {
             node: root.clone(),
@@ -118,7 +165,10 @@ impl Plan {
             let first = producers.len();
             node.saved().with(node.name(), |s| -> Result<()> {
                 for (t, _) in s.inputs.iter() {
-                    let Some((child, sole)) = t.producer() else {
+                    let Some((child, k, sole)) = t.producer() else {
+                        if let Some(o) = &mut outputs {
+                            o.edge.push(0);
+                        }
                         producers.push(NO_PRODUCER);
                         continue;
                     };
@@ -133,6 +183,13 @@ impl Plan {
                         if !sole {
                             index.insert(key, j);
                         }
+                        let results = child.outputs();
+                        if results != 1 && outputs.is_none() {
+                            outputs = Some(Box::new(Outputs::new(steps.len(), producers.len())?));
+                        }
+                        if let Some(o) = &mut outputs {
+                            o.push_step(results)?;
+                        }
                         steps.push(Step {
                             node: child,
                             first: 0,
@@ -145,6 +202,21 @@ impl Plan {
                         j
                     };
                     pending[j as usize] += 1;
+                    let results = outputs
+                        .as_ref()
+                        .map_or(1, |o| o.counts[j as usize] as usize);
+                    ensure!(
+                        k < results,
+                        Runtime,
+                        "a tensor claims result {k} of {}, which has {results}",
+                        describe_node(&*steps[j as usize].node)
+                    );
+                    if k != 0 && outputs.is_none() {
+                        outputs = Some(Box::new(Outputs::new(steps.len(), producers.len())?));
+                    }
+                    if let Some(o) = &mut outputs {
+                        o.edge.push(index_u32(k)?);
+                    }
                     producers.push(j);
                 }
                 Ok(())
@@ -180,12 +252,41 @@ impl Plan {
                 describe_node(&*steps[0].node)
             );
         }
+        let root_slot = outputs.as_ref().map_or(0, |_| root_output);
         Ok(Plan {
             steps,
             producers,
+            outputs,
+            root_slot,
             order,
             release: Cell::new(false),
         })
+    }
+
+    /// The number of cotangent slots (one per result of every step).
+    fn slot_count(&self) -> usize {
+        self.outputs
+            .as_ref()
+            .map_or(self.steps.len(), |o| o.total as usize)
+    }
+
+    /// The slots of step `i`'s results.
+    fn slots_of(&self, i: usize) -> std::ops::Range<usize> {
+        match &self.outputs {
+            None => i..i + 1,
+            Some(o) => {
+                let base = o.base[i] as usize;
+                base..base + o.counts[i] as usize
+            }
+        }
+    }
+
+    /// The slot edge `e` (an index into `producers`) delivers its cotangent to.
+    fn edge_slot(&self, e: usize, producer: usize) -> usize {
+        match &self.outputs {
+            None => producer,
+            Some(o) => o.base[producer] as usize + o.edge[e] as usize,
+        }
     }
 
     fn producers_of(&self, step: &Step) -> &[u32] {
@@ -358,42 +459,58 @@ pub(crate) fn propagate(
     staging: &mut Staging,
     mut claim: Option<&mut Claim<'_>>,
 ) -> Result<()> {
-    let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.steps.len());
-    cotangents.resize_with(plan.steps.len(), || None);
-    if let Some(first) = cotangents.first_mut() {
-        *first = Some(Sum::Shared(root_cotangent));
-    }
+    let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.slot_count());
+    cotangents.resize_with(plan.slot_count(), || None);
+    cotangents[plan.root_slot] = Some(Sum::Shared(root_cotangent));
+    let mut several: Vec<Option<Tensor>> = Vec::new();
     for &i in &plan.order {
         let step = &plan.steps[i as usize];
-        let Some(g) = cotangents[i as usize].take() else {
-            continue;
+        let slots = plan.slots_of(i as usize);
+        let g = if slots.len() == 1 {
+            let Some(g) = cotangents[slots.start].take() else {
+                continue;
+            };
+            if !step.useful {
+                continue;
+            }
+            Cotangent::One(g.into_tensor()?)
+        } else {
+            several.clear();
+            for slot in slots {
+                several.push(cotangents[slot].take().map(Sum::into_tensor).transpose()?);
+            }
+            if !step.useful || several.iter().all(Option::is_none) {
+                continue;
+            }
+            Cotangent::Several(&several)
         };
-        if !step.useful {
-            continue;
-        }
-        let g = g.into_tensor()?;
+        let first = step.first as usize;
         let producers = plan.producers_of(step);
-        // Where input j's gradient goes: staged for the sink, and/or on to its producer.
+        // Where input j's gradient goes: staged for the sink, and/or on to a result slot of
+        // its producer.
         let route = |j: usize, input: &Tensor| {
             let producer = (producers[j] != NO_PRODUCER).then_some(producers[j] as usize);
             let keep = match sink {
                 Sink::Accumulate => producer.is_none() || input.retains_grad(),
                 Sink::Collect(wanted) => wanted(input),
             };
-            (keep, producer.filter(|&p| plan.steps[p].useful))
+            let forward = producer
+                .filter(|&p| plan.steps[p].useful)
+                .map(|p| plan.edge_slot(first + j, p));
+            (keep, forward)
         };
         let needed = |j: usize, input: &Tensor| {
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        run_vjp(&*step.node, &g, needed, |j, input, gi| {
+        run_vjp(&*step.node, g, needed, |j, input, gi| {
             match route(j, input) {
-                (true, Some(p)) => {
+                (true, Some(slot)) => {
                     staging.add(input, gi.clone())?;
-                    accumulate(&mut cotangents[p], gi)
+                    accumulate(&mut cotangents[slot], gi)
                 }
                 (true, None) => staging.add(input, gi),
-                (false, Some(p)) => accumulate(&mut cotangents[p], gi),
+                (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
                 (false, None) => Ok(()),
             }
         })?;
@@ -404,6 +521,13 @@ pub(crate) fn propagate(
     Ok(())
 }
 
+/// The cotangent a node's VJP runs with: of its one result, or of each of its results
+/// (`None` for a result the traversal did not reach).
+pub(crate) enum Cotangent<'a> {
+    One(Tensor),
+    Several(&'a [Option<Tensor>]),
+}
+
 fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
     if let Some(sum) = slot {
         return sum.add(&g);
@@ -412,7 +536,8 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Runs `node`'s VJP for cotangent `g`: checks its saved inputs' versions, runs its backward
+/// Runs `node`'s VJP for cotangent `g` (of its result, or of each of its results): checks its
+/// saved inputs' versions, runs its backward
 /// with graph construction disabled, telling it which differentiable inputs' gradients are
 /// `needed`, checks the versions again (a write racing with the VJP must not leak into its
 /// result), checks the gradient count and validates each gradient against its input (spec:
@@ -421,7 +546,7 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// `each` run while the node's saved state is locked, so they must not touch the node.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
-    g: &Tensor,
+    g: Cotangent<'_>,
     needed: impl Fn(usize, &Tensor) -> bool,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<()> {
@@ -451,8 +576,11 @@ pub(crate) fn run_vjp(
     };
     let grads = {
         let _guard = no_grad();
-        node.backward_needed(g, mask)
-            .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
+        match g {
+            Cotangent::One(g) => node.backward_needed(&g, mask),
+            Cotangent::Several(gs) => node.backward_outputs(gs, mask),
+        }
+        .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
     };
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.

@@ -202,6 +202,19 @@ impl Saved {
         self.extra.context()
     }
 
+    /// Hands every saved tensor handle (inputs, then residuals) to `f` by value, one at a
+    /// time, so that `f` sees whether the handle it holds is the last one.
+    pub(crate) fn drain(self, mut f: impl FnMut(Tensor)) {
+        match self.inputs {
+            SavedInputs::One(a) => a.into_iter().for_each(|(t, _)| f(t)),
+            SavedInputs::Two(a) => a.into_iter().for_each(|(t, _)| f(t)),
+            SavedInputs::Many(a) => a.into_vec().into_iter().for_each(|(t, _)| f(t)),
+        }
+        if let Some(extra) = self.extra.0 {
+            extra.context.into_vec().into_iter().for_each(f);
+        }
+    }
+
     /// Every saved version of input `index`'s carriers, in carrier order.
     fn versions(&self, index: usize) -> impl Iterator<Item = u64> + '_ {
         let first = self.inputs.get(index).map(|(_, v)| *v);
@@ -514,6 +527,69 @@ pub trait Operation: Send + Sync + 'static {
         let _ = needed;
         self.backward(gradient)
     }
+
+    /// The number of results this node was recorded on: one, unless it was recorded with
+    /// [`Recording::finish_several`].
+    fn outputs(&self) -> usize {
+        1
+    }
+
+    /// The vector-Jacobian product of a node with several results: `gradients[k]` is the
+    /// cotangent of result `k`, `None` for a result the traversal did not reach (at least one
+    /// is present). The engine calls this for nodes whose [`Operation::outputs`] is not one;
+    /// the default serves one-result nodes.
+    fn backward_outputs(
+        &self,
+        gradients: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        match gradients {
+            [Some(g)] => self.backward_needed(g, needed),
+            _ => Err(crate::Error::Runtime(format!(
+                "{} has one result but was given {} cotangents; a node with several results implements Operation::backward_outputs",
+                self.name(),
+                gradients.len()
+            ))),
+        }
+    }
+
+    /// For the engine: a stand-in for result `k` of another node (see
+    /// [`Recording::finish_several`]).
+    #[doc(hidden)]
+    fn __result_of(&self) -> Option<(&Node, usize)> {
+        None
+    }
+}
+
+/// The `autograd_ctx` that result `index` (not the first) of a node with several results
+/// holds: the node at that result. [`Tensor::autograd_ctx`] answers with the node itself.
+struct ResultOf {
+    node: Node,
+    index: usize,
+}
+
+impl Operation for ResultOf {
+    fn name(&self) -> &str {
+        self.node.name()
+    }
+    fn saved(&self) -> &SavedState {
+        self.node.saved()
+    }
+    fn backward(&self, gradient: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let mut gradients = vec![None; self.node.outputs()];
+        gradients[self.index] = Some(gradient.clone());
+        let needed = vec![true; self.node.saved().inputs().len()];
+        self.node.backward_outputs(&gradients, &needed)
+    }
+    fn input_name(&self, index: usize) -> Option<&str> {
+        self.node.input_name(index)
+    }
+    fn outputs(&self) -> usize {
+        self.node.outputs()
+    }
+    fn __result_of(&self) -> Option<(&Node, usize)> {
+        Some((&self.node, self.index))
+    }
 }
 
 /// The spec's read-only view of a node, the same for every implementation (the engine reads
@@ -629,6 +705,50 @@ impl Recording {
             result.attach_node(node);
         }
         result
+    }
+}
+
+impl Recording {
+    /// [`Recording::finish`] for a forward call with several results: one node, `make(saved)`,
+    /// whose [`Operation::outputs`] must equal `results.len()`, attached to every
+    /// differentiable result (each result's `autograd_ctx` is that node), and the results
+    /// returned in order. A node with several results implements
+    /// [`Operation::backward_outputs`].
+    pub fn finish_several<O: Operation>(
+        self,
+        results: Vec<Tensor>,
+        context: Vec<Tensor>,
+        make: impl FnOnce(SavedState) -> O,
+    ) -> Result<Vec<Tensor>> {
+        let results: Vec<Tensor> = results.into_iter().map(own_result).collect();
+        let node: Node = Arc::new(make(SavedState::from_parts(
+            self.inputs,
+            self.more_versions,
+            context,
+            self.location,
+        )));
+        crate::error::ensure!(
+            node.outputs() == results.len(),
+            Value,
+            "{} reports {} results but the forward call made {}",
+            node.name(),
+            node.outputs(),
+            results.len()
+        );
+        for (index, result) in results.iter().enumerate() {
+            if !result.is_differentiable() {
+                continue;
+            }
+            if index == 0 {
+                result.attach_node(node.clone());
+            } else {
+                result.attach_node(Arc::new(ResultOf {
+                    node: node.clone(),
+                    index,
+                }));
+            }
+        }
+        Ok(results)
     }
 }
 

@@ -627,16 +627,24 @@ fn drop_node(node: Node) {
         if Arc::strong_count(&node) != 1 {
             continue;
         }
+        if let Some((of, _)) = node.__result_of() {
+            // A stand-in for another node's result: that node is emptied here too, if this
+            // was its last holder, instead of from the stand-in's drop.
+            stack.push(of.clone());
+            continue;
+        }
         let Some(saved) = node.saved().take() else {
             continue;
         };
-        for t in saved.inputs.iter().map(|(t, _)| t).chain(saved.context()) {
+        // Handle by handle, so that a tensor saved twice (`x * x`) is emptied when its last
+        // handle goes, not from that handle's drop.
+        saved.drain(|t| {
             if Arc::strong_count(&t.0) == 1 {
                 if let Some(inner) = t.state().ctx.take() {
                     stack.push(inner);
                 }
             }
-        }
+        });
     }
 }
 

@@ -76,6 +76,15 @@ fn chain(n: usize, steps: usize) -> Result<()> {
     }
     let loss = sum(&y)?;
     loss.backward()?;
+    // dy_k/dx = 0.999 dy_(k-1)/dx + 1 from dy_0/dx = 1
+    let expected = (0..steps).fold(1.0f64, |d, _| 0.999 * d + 1.0);
+    let g = x.grad()?.map(|g| g.values::<f32>()).transpose()?;
+    let ok = g.is_some_and(|g| {
+        g.len() == n
+            && g.iter()
+                .all(|&v| (f64::from(v) - expected).abs() <= 1e-3 * expected)
+    });
+    autograd_core::ensure!(ok, Runtime, "W1 gradient differs from {expected}");
     Ok(())
 }
 

@@ -163,3 +163,21 @@ fn the_engine_tells_a_vjp_which_gradients_it_will_use() {
     sum(&q).unwrap().backward().unwrap();
     assert_eq!(seen.lock().unwrap().last().unwrap(), &vec![true, false]);
 }
+
+#[test]
+fn a_long_chain_of_squares_drops_without_recursing() {
+    // each node saves its input twice: the second handle is the last one
+    let done = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            let mut y = t(&[1.0], &[1]);
+            for _ in 0..100_000 {
+                y = mul(&y, &y).unwrap();
+            }
+            drop(y);
+            true
+        })
+        .unwrap()
+        .join();
+    assert!(done.unwrap());
+}

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use crate::engine::run_vjp;
+use crate::engine::{run_vjp, Cotangent};
 use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::op::{describe_input, describe_node, Node as OpNode, Operation};
@@ -52,6 +52,13 @@ struct Frame {
 
 impl Frame {
     fn new(value: Tensor, op: OpNode) -> Result<Frame> {
+        ensure!(
+            op.outputs() == 1,
+            NotImplemented,
+            "lowering {}: a node with {} results has no tape form (a tape node has one value)",
+            describe_node(&*op),
+            op.outputs()
+        );
         let (inputs, context) = op.saved().with(&describe_node(&*op), |s| {
             let inputs = s.inputs.iter().map(|(t, _)| t.clone()).collect();
             (inputs, s.context().to_vec())
@@ -237,7 +244,7 @@ fn operation_vjp(
     let mut out = Vec::with_capacity(parents.len());
     run_vjp(
         op,
-        g,
+        Cotangent::One(g.clone()),
         |_, _| true,
         |j, _, gi| {
             out.push((parents[j], gi));
