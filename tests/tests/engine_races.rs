@@ -10,11 +10,15 @@ use autograd_core::{grad, ErrorKind, GradOptions, Tensor};
 use autograd_ops::{add, mul, mul_scalar, sum};
 use autograd_tests::{grad_vals, t, vals};
 
+const ROUNDS: i32 = 1500;
+
 #[test]
 fn a_concurrent_writer_never_mixes_old_and_new_values_into_a_gradient() {
-    let w = t(&[1.0; 8], &[8]);
-    let ones = t(&[1.0; 8], &[8]);
-    let twos = t(&[2.0; 8], &[8]);
+    // large enough that a forward pass and a VJP each take a while, so writes land inside them
+    const N: usize = 4096;
+    let w = t(&[1.0; N], &[N]);
+    let ones = t(&[1.0; N], &[N]);
+    let twos = t(&[2.0; N], &[N]);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (w, stop) = (w.clone(), stop.clone());
@@ -31,15 +35,16 @@ fn a_concurrent_writer_never_mixes_old_and_new_values_into_a_gradient() {
             let w = w.clone();
             thread::spawn(move || {
                 let (mut ok, mut refused) = (0, 0);
-                for _ in 0..3000 {
+                for _ in 0..ROUNDS {
                     let y = sum(&mul(&w, &w).unwrap()).unwrap();
                     match grad(&y, &[&w], &Tensor::scalar(1.0), GradOptions::default()) {
                         Ok(g) => {
-                            // y = 8 c^2 and dy/dw = 2 c for one value c of w, never a mix
+                            // y = N c^2 and dy/dw = 2 c for one value c of w, never a mix
                             let g = vals(g[0].as_ref().unwrap());
                             let c = g[0] / 2.0;
-                            assert!(g.iter().all(|&v| v == g[0]), "mixed gradient {g:?}");
-                            assert_eq!(vals(&y)[0], 8.0 * c * c, "value and gradient disagree");
+                            assert!(g.iter().all(|&v| v == g[0]), "mixed gradient");
+                            let expected = N as f32 * c * c;
+                            assert_eq!(vals(&y)[0], expected, "value and gradient disagree");
                             ok += 1;
                         }
                         Err(e) => {
@@ -56,17 +61,24 @@ fn a_concurrent_writer_never_mixes_old_and_new_values_into_a_gradient() {
     let results: Vec<(i32, i32)> = readers.into_iter().map(|r| r.join().unwrap()).collect();
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    assert!(results.iter().all(|&(ok, refused)| ok + refused == 3000));
+    assert!(results.iter().all(|&(ok, refused)| ok + refused == ROUNDS));
 }
 
 #[test]
 fn of_two_roots_racing_over_shared_nodes_exactly_one_commits() {
-    for round in 0..200 {
-        let x = t(&[1.0, 2.0], &[2]);
-        let a = mul_scalar(&x, 2.0).unwrap();
-        let b = mul_scalar(&x, 3.0).unwrap();
-        let y1 = sum(&add(&a, &b).unwrap()).unwrap();
-        let y2 = sum(&add(&b, &a).unwrap()).unwrap();
+    const N: usize = 1 << 14;
+    for round in 0..100 {
+        let x = t(&vec![1.0; N], &[N]);
+        // eight intermediates both roots share, summed in opposite orders, so the two
+        // traversals meet them in opposite orders
+        let shared: Vec<Tensor> = (1..=8).map(|i| mul_scalar(&x, i as f32).unwrap()).collect();
+        let total = |order: &mut dyn Iterator<Item = &Tensor>| {
+            let first = order.next().unwrap().clone();
+            sum(&order.fold(first, |acc, s| add(&acc, s).unwrap())).unwrap()
+        };
+        let y1 = total(&mut shared.iter());
+        let y2 = total(&mut shared.iter().rev());
+        drop(shared);
         let barrier = Arc::new(Barrier::new(2));
         let run = |y: Tensor| {
             let barrier = barrier.clone();
@@ -84,7 +96,7 @@ fn of_two_roots_racing_over_shared_nodes_exactly_one_commits() {
         let err = r1.err().or(r2.err()).unwrap();
         assert_eq!(err.kind(), ErrorKind::Runtime);
         assert!(err.to_string().contains("retain_graph=True"), "{err}");
-        // one traversal of d/dx sum(2x + 3x)
-        assert_eq!(grad_vals(&x).unwrap(), vec![5.0, 5.0]);
+        // one traversal of d/dx sum((1 + 2 + ... + 8) x)
+        assert_eq!(grad_vals(&x).unwrap(), vec![36.0; N]);
     }
 }
