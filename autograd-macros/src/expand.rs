@@ -822,14 +822,12 @@ fn subset_generics(all: &Generics, used: &TokenStream) -> Generics {
             GenericParam::Type(t) if mentioned.contains(&t.ident.to_string()) => {
                 kept.insert(t.ident.to_string());
                 let mut t = t.clone();
-                t.eq_token = None;
                 t.default = None;
                 out.params.push(GenericParam::Type(t));
             }
             GenericParam::Const(c) if mentioned.contains(&c.ident.to_string()) => {
                 kept.insert(c.ident.to_string());
                 let mut c = c.clone();
-                c.eq_token = None;
                 c.default = None;
                 out.params.push(GenericParam::Const(c));
             }

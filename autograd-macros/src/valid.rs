@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use quote::ToTokens;
-use syn::{FnArg, Meta, ReturnType, Type};
+use syn::{FnArg, Meta, ReturnType, Safety, Type};
 
 use crate::ast::{
     is_tensor, is_tensor_ref, mentions_tensor, outer_name, result_types, Function, Grads, Input,
@@ -58,8 +58,10 @@ fn check_signature(cx: &Ctxt, f: &Function) {
             "a #[differentiable] function cannot be `async`: compute the tensor synchronously",
         );
     }
-    if let Some(t) = &sig.unsafety {
-        cx.error_spanned_by(t, "a #[differentiable] function cannot be `unsafe`; use an `unsafe` block inside the body");
+    match &sig.safety {
+        Safety::Unsafe(t) => cx.error_spanned_by(t, "a #[differentiable] function cannot be `unsafe`; use an `unsafe` block inside the body"),
+        Safety::Safe(t) => cx.error_spanned_by(t, "`safe` qualifies items of `extern` blocks, not a #[differentiable] function"),
+        Safety::Default => {}
     }
     if let Some(abi) = &sig.abi {
         cx.error_spanned_by(abi, "a #[differentiable] function cannot declare an ABI");
@@ -204,11 +206,13 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
     if let Some(t) = &sig.asyncness {
         cx.error_spanned_by(t, "the vjp cannot be `async`");
     }
-    if let Some(t) = &sig.unsafety {
-        cx.error_spanned_by(
+    match &sig.safety {
+        Safety::Unsafe(t) => cx.error_spanned_by(
             t,
             "the vjp cannot be `unsafe`; use an `unsafe` block inside its body",
-        );
+        ),
+        Safety::Safe(t) => cx.error_spanned_by(t, "the vjp cannot be `safe`: write a plain `fn vjp`"),
+        Safety::Default => {}
     }
     if let Some(abi) = &sig.abi {
         cx.error_spanned_by(abi, "the vjp cannot declare an ABI: write a plain `fn vjp`");
