@@ -3,10 +3,12 @@
 //!
 //! Parsing classifies, it does not judge: every rule lives in `valid.rs`.
 
+use std::collections::HashSet;
+
 use syn::visit::Visit;
 use syn::{
-    Attribute, FnArg, GenericArgument, Ident, Item, ItemFn, Local, Pat, PatType, PathArguments,
-    Receiver, ReturnType, Stmt, Type, TypeArray, TypeTuple,
+    Attribute, Expr, FnArg, GenericArgument, Ident, Item, ItemFn, Local, Pat, PatType,
+    PathArguments, Receiver, ReturnType, Stmt, Token, Type, TypeArray, TypeTuple,
 };
 
 /// The name of the nested function that holds the VJP.
@@ -17,6 +19,8 @@ pub(crate) const RESIDUAL: &str = "residual";
 pub(crate) const OUTPUT: &str = "output";
 /// The parameter name that is never saved (execution options).
 pub(crate) const OPTIONS: &str = "options";
+/// The type name of the VJP parameter that receives the wanted-gradient mask.
+pub(crate) const NEEDS_GRAD: &str = "NeedsGrad";
 
 /// One annotated forward function with its nested VJP.
 pub(crate) struct Function<'a> {
@@ -33,6 +37,8 @@ pub(crate) struct Function<'a> {
     pub(crate) residuals: Vec<Residual<'a>>,
     /// `#[residual]` attributes anywhere else (always a mistake).
     pub(crate) stray_residuals: Vec<&'a Attribute>,
+    /// Names bound by the other `let`s at the top level of the body (the VJP cannot read them).
+    pub(crate) locals: Vec<&'a Ident>,
 }
 
 /// A statement of the forward body and what expansion does with it.
@@ -53,6 +59,8 @@ pub(crate) struct Param<'a> {
     pub(crate) original: &'a PatType,
     /// The bound name, when the pattern is a plain (possibly `mut`) identifier.
     pub(crate) ident: Option<&'a Ident>,
+    /// `mut` of `mut name: T`.
+    pub(crate) mutability: Option<&'a Token![mut]>,
     pub(crate) ty: &'a Type,
     pub(crate) input: Input,
 }
@@ -62,6 +70,9 @@ pub(crate) struct Param<'a> {
 pub(crate) enum Input {
     /// `&Tensor` (`by_ref`) or `Tensor`: one saved input.
     Tensor { by_ref: bool },
+    /// `Option<&Tensor>` (`by_ref`) or `Option<Tensor>`: one saved input when present, none
+    /// when absent.
+    OptionalTensor { by_ref: bool },
     /// `&[Tensor]` or `&[&Tensor]` (`elem_ref`): a variable number of saved inputs.
     TensorSlice { elem_ref: bool },
     /// Any other type: captured by value for the VJP when the VJP names it.
@@ -83,6 +94,12 @@ pub(crate) struct Vjp<'a> {
     pub(crate) grads: Grads<'a>,
     /// Whether the return type is `Result<G>` rather than plain `G`.
     pub(crate) fallible: bool,
+    /// `E` of a return type written `Result<G, E>`.
+    pub(crate) error_type: Option<&'a Type>,
+    /// Single-segment paths the body reads (`mask` in `mask.len()`), in order.
+    pub(crate) reads: Vec<&'a Ident>,
+    /// Every name the VJP binds itself: parameters and patterns anywhere in its body.
+    pub(crate) binds: HashSet<String>,
 }
 
 /// A parameter of the VJP after the cotangent.
@@ -92,6 +109,19 @@ pub(crate) struct VjpParam<'a> {
     pub(crate) ident: Option<&'a Ident>,
     /// The declared type (`None` for a receiver).
     pub(crate) ty: Option<&'a Type>,
+}
+
+/// What a VJP parameter names.
+#[derive(Clone, Copy)]
+pub(crate) enum Target<'a, 'f> {
+    /// A forward parameter.
+    Param(&'f Param<'a>),
+    /// A residual (its index among residuals).
+    Residual(usize),
+    /// The forward output.
+    Output,
+    /// The wanted-gradient mask (recognised by its type, `NeedsGrad`).
+    Needs,
 }
 
 /// The gradient part `G` of the VJP's return type `Result<G>` or `G`.
@@ -135,6 +165,8 @@ pub(crate) struct Residual<'a> {
     pub(crate) attr: &'a Attribute,
     /// The bound name, when the pattern is a plain identifier.
     pub(crate) ident: Option<&'a Ident>,
+    /// `mut` of `let mut name`.
+    pub(crate) mutability: Option<&'a Token![mut]>,
     /// The annotated type; `None` means `Tensor`.
     pub(crate) ty: Option<&'a Type>,
 }
@@ -161,6 +193,7 @@ impl<'a> Function<'a> {
         let mut vjps = Vec::new();
         let mut residuals = Vec::new();
         let mut strays = StrayResiduals::default();
+        let mut locals = Vec::new();
         for stmt in &original.block.stmts {
             match stmt {
                 Stmt::Item(Item::Fn(f)) if f.sig.ident == VJP => {
@@ -179,6 +212,7 @@ impl<'a> Function<'a> {
                         residuals.push(Residual::from_syn(local, attr));
                     } else {
                         strays.visit_stmt(stmt);
+                        pattern_names(&local.pat, &mut locals);
                         body.push(BodyStmt::Keep(stmt));
                     }
                 }
@@ -196,6 +230,7 @@ impl<'a> Function<'a> {
             vjps,
             residuals,
             stray_residuals: strays.found,
+            locals,
         }
     }
 
@@ -223,11 +258,65 @@ impl<'a> Function<'a> {
     pub(crate) fn vjp(&self) -> &Vjp<'a> {
         &self.vjps[0]
     }
+
+    /// What VJP parameter `p` names. `_x` names `x` when nothing is called `_x` (rustc
+    /// suggests the underscore for a parameter the body does not read); a parameter whose type
+    /// is `NeedsGrad` is the mask whatever its name.
+    pub(crate) fn target(&self, p: &VjpParam<'a>) -> Option<Target<'a, '_>> {
+        if p.ty.is_some_and(is_needs_grad) {
+            return Some(Target::Needs);
+        }
+        let name = p.ident?.to_string();
+        self.target_named(&name).or_else(|| {
+            name.strip_prefix('_')
+                .filter(|n| !n.is_empty())
+                .and_then(|n| self.target_named(n))
+        })
+    }
+
+    pub(crate) fn target_named(&self, name: &str) -> Option<Target<'a, '_>> {
+        if name == OUTPUT {
+            return Some(Target::Output);
+        }
+        if let Some(p) = self
+            .params
+            .iter()
+            .find(|p| p.ident.is_some_and(|i| i == name))
+        {
+            return Some(Target::Param(p));
+        }
+        self.residuals
+            .iter()
+            .position(|r| r.ident.is_some_and(|i| i == name))
+            .map(Target::Residual)
+    }
+
+    /// Whether the VJP takes residual `index` as a parameter.
+    pub(crate) fn vjp_reads_residual(&self, index: usize) -> bool {
+        self.vjps.first().is_some_and(|v| {
+            v.params
+                .iter()
+                .any(|p| matches!(self.target(p), Some(Target::Residual(i)) if i == index))
+        })
+    }
+
+    /// Whether the VJP takes forward parameter `param` as a parameter.
+    pub(crate) fn vjp_reads_param(&self, param: &Param<'a>) -> bool {
+        self.vjps.first().is_some_and(|v| {
+            v.params
+                .iter()
+                .any(|p| matches!(self.target(p), Some(Target::Param(q)) if std::ptr::eq(q, param)))
+        })
+    }
 }
 
 impl<'a> Param<'a> {
     fn from_syn(original: &'a PatType) -> Param<'a> {
         let ident = plain_ident(&original.pat);
+        let mutability = match &*original.pat {
+            Pat::Ident(p) => p.mutability.as_ref(),
+            _ => None,
+        };
         let ty = &*original.ty;
         let input = if ident.is_some_and(|i| i == OPTIONS) {
             Input::Options
@@ -237,13 +326,17 @@ impl<'a> Param<'a> {
         Param {
             original,
             ident,
+            mutability,
             ty,
             input,
         }
     }
 
     pub(crate) fn is_tensor_input(&self) -> bool {
-        matches!(self.input, Input::Tensor { .. } | Input::TensorSlice { .. })
+        matches!(
+            self.input,
+            Input::Tensor { .. } | Input::OptionalTensor { .. } | Input::TensorSlice { .. }
+        )
     }
 }
 
@@ -265,27 +358,37 @@ impl<'a> Vjp<'a> {
                 },
             })
             .collect();
-        let (grads, fallible) = match &original.sig.output {
-            ReturnType::Default => (Grads::Missing, false),
+        let (grads, fallible, error_type) = match &original.sig.output {
+            ReturnType::Default => (Grads::Missing, false, None),
             ReturnType::Type(_, ty) => {
-                let (g, fallible) = match result_ok_type(ty) {
-                    Some(g) => (g, true),
-                    None => (&**ty, false),
+                let (g, fallible, error_type) = match result_types(ty) {
+                    Some((g, e)) => (g, true, e),
+                    None => (&**ty, false, None),
                 };
                 let grads = match g {
                     Type::Tuple(t) => Grads::Tuple(t),
                     Type::Array(a) => Grads::Array(a, array_len(a)),
                     other => Grads::Single(other),
                 };
-                (grads, fallible)
+                (grads, fallible, error_type)
             }
         };
+        let mut names = Names::default();
+        for arg in &original.sig.inputs {
+            if let FnArg::Typed(p) = arg {
+                names.visit_pat(&p.pat);
+            }
+        }
+        names.visit_block(&original.block);
         Vjp {
             original,
             cotangent,
             params,
             grads,
             fallible,
+            error_type,
+            reads: names.reads,
+            binds: names.binds,
         }
     }
 }
@@ -296,10 +399,15 @@ impl<'a> Residual<'a> {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             other => (other, None),
         };
+        let mutability = match pat {
+            Pat::Ident(p) => p.mutability.as_ref(),
+            _ => None,
+        };
         Residual {
             original,
             attr,
             ident: plain_ident(pat),
+            mutability,
             ty,
         }
     }
@@ -310,6 +418,50 @@ fn plain_ident(pat: &Pat) -> Option<&Ident> {
     match pat {
         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => Some(&p.ident),
         _ => None,
+    }
+}
+
+/// Every name `pat` binds.
+fn pattern_names<'a>(pat: &'a Pat, out: &mut Vec<&'a Ident>) {
+    struct Binder<'a, 'o>(&'o mut Vec<&'a Ident>);
+    impl<'a> Visit<'a> for Binder<'a, '_> {
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            self.0.push(&p.ident);
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    Binder(out).visit_pat(pat);
+}
+
+/// The names a VJP reads as single-segment paths, and the names it binds anywhere.
+#[derive(Default)]
+struct Names<'a> {
+    reads: Vec<&'a Ident>,
+    binds: HashSet<String>,
+}
+
+impl<'a> Visit<'a> for Names<'a> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if let Expr::Path(p) = e {
+            if p.qself.is_none() && p.path.leading_colon.is_none() {
+                if let Some(ident) = p.path.get_ident() {
+                    self.reads.push(ident);
+                }
+            }
+        }
+        syn::visit::visit_expr(self, e);
+    }
+
+    fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+        self.binds.insert(p.ident.to_string());
+        syn::visit::visit_pat_ident(self, p);
+    }
+
+    // Nested items are their own scopes: a helper `fn` naming `x` is not the VJP reading `x`.
+    fn visit_item(&mut self, item: &'a Item) {
+        if let Item::Fn(f) = item {
+            self.binds.insert(f.sig.ident.to_string());
+        }
     }
 }
 
@@ -365,7 +517,40 @@ pub(crate) fn is_tensor_ref(ty: &Type) -> bool {
     matches!(ty, Type::Reference(r) if r.mutability.is_none() && is_tensor(&r.elem))
 }
 
+/// `NeedsGrad` or `&NeedsGrad` (any path ending in `NeedsGrad`).
+pub(crate) fn is_needs_grad(ty: &Type) -> bool {
+    let ty = match ty {
+        Type::Reference(r) => &*r.elem,
+        ty => ty,
+    };
+    outer_name(ty).as_deref() == Some(NEEDS_GRAD)
+}
+
+/// `T` of a type written `Option<T>` (any path ending in `Option`).
+pub(crate) fn option_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if p.qself.is_some() || last.ident != "Option" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match (args.args.first(), args.args.len()) {
+        (Some(GenericArgument::Type(t)), 1) => Some(t),
+        _ => None,
+    }
+}
+
 fn classify(ty: &Type) -> Input {
+    if let Some(inner) = option_inner(ty) {
+        if is_tensor(inner) {
+            return Input::OptionalTensor { by_ref: false };
+        }
+        if is_tensor_ref(inner) {
+            return Input::OptionalTensor { by_ref: true };
+        }
+    }
     match ty {
         Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
             elem if is_tensor(elem) => Input::Tensor { by_ref: true },
@@ -394,11 +579,6 @@ pub(crate) fn mentions_tensor(ty: &Type) -> bool {
     let mut f = Finder(false);
     f.visit_type(ty);
     f.0
-}
-
-/// `T` of a type written `Result<T>` or `Result<T, E>` (any path ending in `Result`).
-pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
-    result_types(ty).map(|(ok, _)| ok)
 }
 
 /// `(T, Some(E))` of a type written `Result<T, E>`, `(T, None)` of `Result<T>`.

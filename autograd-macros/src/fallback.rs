@@ -16,13 +16,15 @@ pub(crate) fn expand(input: TokenStream, error: &syn::Error) -> TokenStream {
 }
 
 /// The parsed item with only its first nested `fn vjp` (the others are already reported),
-/// and without unused-variable warnings: a residual or parameter only the VJP reads looks
-/// unused once the macro's plumbing is gone, which is not the mistake to fix.
-pub(crate) fn item(item: &ItemFn) -> TokenStream {
+/// or none when `keep_vjp` is false (a VJP reading forward locals, already reported with a
+/// hint rustc's "can't capture" would only repeat), and without unused-variable warnings: a
+/// residual or parameter only the VJP reads looks unused once the macro's plumbing is gone,
+/// which is not the mistake to fix.
+pub(crate) fn item(item: &ItemFn, keep_vjp: bool) -> TokenStream {
     let mut item = item.clone();
     item.attrs
-        .push(syn::parse_quote!(#[allow(unused_variables)]));
-    let mut seen = false;
+        .push(syn::parse_quote!(#[allow(unused_variables, dead_code)]));
+    let mut seen = !keep_vjp;
     item.block.stmts.retain(|stmt| match stmt {
         Stmt::Item(Item::Fn(f)) if f.sig.ident == VJP => !std::mem::replace(&mut seen, true),
         _ => true,

@@ -56,61 +56,131 @@
 //! # The rules
 //!
 //! - **Parameters.** `&Tensor` and `Tensor` parameters are the saved inputs, in order, once per
-//!   occurrence; `&[Tensor]` and `&[&Tensor]` save a variable number of inputs. Every other
+//!   occurrence; `&[Tensor]` and `&[&Tensor]` save a variable number of inputs; an optional
+//!   input `Option<&Tensor>` (or `Option<Tensor>`) is saved when present and *not saved at all*
+//!   when absent, so the node's `inputs()`, `input_versions()` and gradients have no entry for
+//!   an absent one (the engine asks for exactly one gradient per saved input). Every other
 //!   parameter is captured by value for the VJP when the VJP takes it (a `&T` parameter is
 //!   stored as `T::to_owned()`, a `T` parameter as a clone), so such parameters need
 //!   `Clone + Send + Sync + 'static` owned forms. A parameter named `options` is never saved,
 //!   whatever its type (the VJP may still take it, as a captured value). Parameters are
-//!   plain names (no patterns).
+//!   plain names (no patterns). A parameter the VJP reads cannot be `mut`: the VJP gets the
+//!   value the caller passed, not what the forward body reassigns to it; bind a changed value
+//!   to a `#[residual]` instead.
+//! - **Stored values hold no tensor.** A value the node stores for the VJP (a captured
+//!   parameter, a non-tensor residual) must implement the marker trait `Captured`
+//!   (`autograd_core::__private::Captured` today): a tensor inside it would be neither saved
+//!   nor version-checked, so it would get no gradient and an in-place change before backward
+//!   would silently reach the VJP. The primitives, strings, std containers and tuples of
+//!   `Captured` types and the layout types implement it and `Tensor` does not, so
+//!   `struct Opts { w: Tensor }` read by a VJP is a compile error until it is split into a
+//!   tensor parameter; a struct of yours that holds no tensor says so with
+//!   `impl Captured for Opts {}`. A generic parameter the node stores gets a `Captured` bound
+//!   on the generated function, so a caller cannot pass a tensor through it.
 //! - **Tensors are recognised by name.** A macro sees tokens, not types: a tensor is a type
 //!   whose path ends in `Tensor` (`Tensor`, `autograd_core::Tensor`). Write tensor parameters
 //!   and residuals that way. A parameter or typed residual whose type *is* `Tensor` under
 //!   another name (`use autograd_core::Tensor as T`, `type T = Tensor`) would be a plain
 //!   value, neither saved nor version-checked, so the generated code asserts at compile time
-//!   that such types are not `Tensor`; a generic or aliased type that merely *holds* tensors
-//!   (`Vec<T>`, `type Ts = Vec<Tensor>`) cannot be recognised and is not checked.
+//!   that such types are not `Tensor`.
 //! - **Forward.** The body runs with graph construction disabled and returns `Result<Tensor>`
 //!   of `autograd_core` (or `Tensor`; `Result<Tensor, Error>` spelled out is the same). A node
 //!   is recorded only when graph construction is enabled, some tensor input is differentiable
 //!   and the result is differentiable; whether or not it is, the caller gets a handle of its
 //!   own (never an input handed back, nor an input's node). `#[residual] let name = ...;` at
-//!   the top level of the body keeps a value for the VJP: a tensor residual (no type, or
-//!   `: Tensor`) is kept in the node's context and version-checked like a saved input, so
-//!   mutating it in place before backward is an error, never a wrong gradient; a residual of
-//!   another type (`let idx: Vec<usize> = ...`) is an owned value of the node, so it must
-//!   not borrow. One tensor per `#[residual]`: a type that mentions `Tensor` anywhere but as
-//!   the whole type (`Vec<Tensor>`, `Option<Tensor>`, `&Tensor`) is an error, since its tensors
-//!   would escape the version check.
+//!   the top level of the body keeps a value for the VJP, as it is when bound (so a residual
+//!   cannot be `let mut`: compute it completely in a block first); the VJP must take every
+//!   residual. A tensor residual (no type, or `: Tensor`) is kept in the node's context and
+//!   version-checked like a saved input, so mutating it in place before backward is an error,
+//!   never a wrong gradient; a residual of another type (`let idx: Vec<usize> = ...`) is an
+//!   owned, `Captured` value of the node, so it must not borrow. One tensor per `#[residual]`:
+//!   a type that mentions `Tensor` anywhere but as the whole type (`Vec<Tensor>`,
+//!   `Option<Tensor>`, `&Tensor`) is an error, since its tensors would escape the version
+//!   check. The VJP is a nested `fn`, so it cannot read the forward body's locals: reading one
+//!   is an error that says to make it a residual.
 //! - **VJP.** `fn vjp(g: &Tensor, ...)`: the first parameter is the cotangent of the output
 //!   (it cannot bear the name of a forward parameter, `output` or a residual: that is a VJP
 //!   that forgot its cotangent); the others, in any order and any subset, name forward
 //!   parameters, `output` (the forward result, version-checked) or residuals, and are passed by
 //!   reference or by value as the VJP declares them (not `&mut`; a captured value's type must
-//!   match the forward's). The VJP is a plain `fn`: not `async`, `const`, `unsafe`,
-//!   `extern` or generic. It returns `Result<G>` (or `G` when it cannot fail) where `G` has one
-//!   entry per tensor input, in order: a tuple `(Option<Tensor>, ...)` or an array
+//!   match the forward's); `_x` names `x`, for a parameter the body does not read. An optional
+//!   input is taken as `Option<&Tensor>` or `Option<Tensor>`. The VJP is a plain `fn`: not
+//!   `async`, `const`, `unsafe`, `extern` or generic. It returns `Result<G>` (autograd_core's
+//!   `Result`; convert other errors with `map_err`) or `G` when it cannot fail, where `G` has
+//!   one entry per tensor input, in order: a tuple `(Option<Tensor>, ...)` or an array
 //!   `[Option<Tensor>; N]`, a single `Option<Tensor>` for one input, and
-//!   `Vec<Option<Tensor>>` (one per element) for a slice.
-//!   A wrong count is a compile error on the return type. The VJP runs with graph construction
-//!   disabled; a gradient whose shape matches its input but whose layout does not is re-laid
-//!   out to the input's layout, so VJPs need not care about strides.
+//!   `Vec<Option<Tensor>>` (one per element) for a slice. An optional input's entry is an
+//!   `Option<Tensor>` like any other, `None` when the input is absent (anything else returned
+//!   for an absent input is dropped). A wrong count or element type is a compile error on the
+//!   return type. The VJP runs with graph construction disabled.
+//! - **Which gradients are wanted.** A VJP may take `needs: &NeedsGrad` (no import needed:
+//!   the macro recognises the type name) to learn which gradients the traversal will use,
+//!   like PyTorch's `needs_input_grad`: `needs.input(k)` for tensor parameter `k` (gradient
+//!   order; `false` for an absent optional input), `needs.slice(k)` per element of a slice. A
+//!   gradient is unwanted when its input is not differentiable or nothing the caller asked for
+//!   depends on it (functional `grad` asking only for a matmul's weights does not want the
+//!   data batch's gradient), so the VJP may skip it and return `None`; an unwanted gradient it
+//!   returns anyway is dropped. The node implements `Operation::backward_needed`, which the
+//!   engine calls with its mask, and `backward` as `backward_needed` with every gradient
+//!   wanted.
+//! - **Layouts and broadcasting.** VJPs need not care about strides: a gradient whose shape
+//!   matches its input but whose layout does not is re-laid out to the input's layout. A VJP
+//!   receives the cotangent of its result per logical position, in an injective layout,
+//!   exactly as if the result did not alias storage, also when the forward returned a stride-0
+//!   (broadcast) view: then each position carries only its own contribution, and a VJP that
+//!   produced one storage slot for many positions must sum over those positions itself. For
+//!   each input it returns the cotangent per logical position of that input (any layout of the
+//!   input's shape; the generated code re-lays it out), never pre-summed over aliased
+//!   positions: the engine folds broadcast aliases (sums per storage slot) only where a
+//!   gradient leaves the graph, into `.grad` and into `grad`'s results. For example,
+//!   `broadcast_to(x, [2, 3])` with `x` of shape `[3]` gets `g` of shape `[2, 3]` and returns
+//!   `g` summed over the first axis:
+//!
+//!   ```
+//!   use autograd_core::{differentiable, Result, Tensor};
+//!
+//!   /// `x` (shape `[n]`) viewed as `[rows, n]` without copying: a stride-0 result.
+//!   #[differentiable]
+//!   fn broadcast_rows(x: &Tensor, rows: usize) -> Result<Tensor> {
+//!       // g has one entry per position of the [rows, n] result; each x[j] fed `rows` of them
+//!       fn vjp(g: &Tensor, x: &Tensor, rows: usize) -> Result<Option<Tensor>> {
+//!           let (n, g) = (x.size(), g.values::<f32>()?);
+//!           let summed = (0..n).map(|j| (0..rows).map(|i| g[i * n + j]).sum()).collect();
+//!           Ok(Some(x.f32_like(summed)?))
+//!       }
+//!       x.broadcast_to(&[rows, x.size()])
+//!   }
+//!
+//!   # fn main() -> Result<()> {
+//!   let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], autograd_core::shape![3])?;
+//!   let y = broadcast_rows(&x, 2)?;
+//!   // the cotangent the VJP receives: one entry per position of y, in an injective layout
+//!   let g = Tensor::from_vec(vec![1.0f32; 6], autograd_core::shape![2, 3])?;
+//!   let dx = y.autograd_ctx().unwrap().backward(&g)?;
+//!   assert_eq!(dx[0].as_ref().unwrap().values::<f32>()?, [2.0, 2.0, 2.0]);
+//!   # Ok(())
+//!   # }
+//!   ```
 //! - **Items** (`use`, helper `fn`s) in the forward body are visible to the VJP too.
 //! - **Generated code.** The function keeps its name, visibility, attributes, docs and
 //!   generics, gains `#[track_caller]` (errors about the node name the caller's location) and
 //!   returns `autograd_core::Result<Tensor>`. The node's `Operation::name` is the function's
 //!   name, and its errors name parameters: ``input 1 (`b`) of mul``. Generated code reaches
 //!   the library only through `autograd_core::__private`; in a crate that renames or wraps
-//!   `autograd_core`, write `#[differentiable(crate = path::to::autograd_core)]`.
+//!   `autograd_core`, write `#[differentiable(crate = path::to::autograd_core)]` (a path
+//!   without `__private` is reported at the path).
 //!
-//! Layout: `ast.rs` builds a typed model of the item, `attr.rs` parses the attribute's
-//! arguments, `valid.rs` holds every rule, `expand.rs` generates code and `fallback.rs` emits
-//! the errors plus the untouched item.
+//! Layout: `lib.rs` parses, validates and expands; `ast.rs` builds a typed model of the item,
+//! `attr.rs` parses the attribute's arguments, `valid.rs` holds every rule, `plan.rs` resolves
+//! every input and VJP parameter once, `expand/` holds one generator per emitted item and
+//! `fallback.rs` emits the errors plus the untouched item.
 
 mod ast;
 mod attr;
 mod ctxt;
 mod expand;
 mod fallback;
+mod plan;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -119,5 +189,33 @@ use proc_macro::TokenStream;
 /// See the [crate documentation](crate) for the syntax and the rules.
 #[proc_macro_attribute]
 pub fn differentiable(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::differentiable(args.into(), input.into()).into()
+    differentiable_impl(args.into(), input.into()).into()
+}
+
+/// Parse, validate, expand; on any error, the errors plus the item unchanged.
+fn differentiable_impl(
+    args: proc_macro2::TokenStream,
+    input: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let item: syn::ItemFn = match syn::parse2(input.clone()) {
+        Ok(item) => item,
+        Err(e) => {
+            let e = syn::Error::new(
+                e.span(),
+                "#[differentiable] applies to a function with a nested `fn vjp`",
+            );
+            return fallback::expand(input, &e);
+        }
+    };
+    let cx = ctxt::Ctxt::new();
+    let attrs = attr::parse(&cx, args);
+    let function = ast::Function::from_syn(&item);
+    valid::check(&cx, &function);
+    match cx.check() {
+        Ok(()) => expand::expand(&function, &attrs),
+        Err(e) => {
+            let keep_vjp = valid::vjp_reads_declared(&function);
+            fallback::expand(fallback::item(&item, keep_vjp), &e)
+        }
+    }
 }

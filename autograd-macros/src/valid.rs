@@ -6,11 +6,11 @@
 use std::collections::HashSet;
 
 use quote::ToTokens;
-use syn::{FnArg, Meta, ReturnType, Type};
+use syn::{FnArg, Meta, ReturnType, Safety, Type};
 
 use crate::ast::{
-    is_tensor, is_tensor_ref, mentions_tensor, outer_name, result_types, Function, Grads, Input,
-    Vjp, OUTPUT,
+    is_tensor, is_tensor_ref, mentions_tensor, option_inner, outer_name, result_types, Function,
+    Grads, Input, Target, Vjp, OUTPUT,
 };
 use crate::ctxt::Ctxt;
 
@@ -58,8 +58,10 @@ fn check_signature(cx: &Ctxt, f: &Function) {
             "a #[differentiable] function cannot be `async`: compute the tensor synchronously",
         );
     }
-    if let Some(t) = &sig.unsafety {
-        cx.error_spanned_by(t, "a #[differentiable] function cannot be `unsafe`; use an `unsafe` block inside the body");
+    match &sig.safety {
+        Safety::Unsafe(t) => cx.error_spanned_by(t, "a #[differentiable] function cannot be `unsafe`; use an `unsafe` block inside the body"),
+        Safety::Safe(t) => cx.error_spanned_by(t, "`safe` qualifies items of `extern` blocks, not a #[differentiable] function"),
+        Safety::Default => {}
     }
     if let Some(abi) = &sig.abi {
         cx.error_spanned_by(abi, "a #[differentiable] function cannot declare an ABI");
@@ -90,9 +92,22 @@ fn check_params(cx: &Ctxt, f: &Function) -> bool {
             ),
             Some(_) if p.input == Input::Unsupported => cx.error_spanned_by(
                 p.ty,
-                "this parameter holds tensors the macro cannot save: take each tensor as `&Tensor` or `Tensor`, or a variable number as `&[Tensor]` or `&[&Tensor]`",
+                "this parameter holds tensors the macro cannot save: take each tensor as `&Tensor` or `Tensor`, an optional one as `Option<&Tensor>`, or a variable number as `&[Tensor]` or `&[&Tensor]`",
             ),
-            Some(_) => continue,
+            Some(name) => {
+                // The vjp gets what the caller passed (a saved input, or a value captured
+                // before the body runs): a `mut` parameter the body reassigns would silently
+                // differ from it.
+                if let Some(m) = p.mutability.filter(|_| f.vjp_reads_param(p)) {
+                    cx.error_spanned_by(
+                        m,
+                        format_args!(
+                            "the vjp reads `{name}` as the caller passed it, not as the forward body changes it, so `{name}` cannot be `mut`: drop `mut` and bind a changed value to a #[residual] (`#[residual] let {name}_used = ...;`) for the vjp to take"
+                        ),
+                    );
+                }
+                continue;
+            }
         }
         ok = false;
     }
@@ -100,7 +115,7 @@ fn check_params(cx: &Ctxt, f: &Function) -> bool {
         cx.error_spanned_by(
             &f.original.sig.ident,
             format_args!(
-                "`{}` has no tensor parameter to differentiate: take at least one `&Tensor`, `Tensor` or `&[Tensor]`",
+                "`{}` has no tensor parameter to differentiate: take at least one `&Tensor`, `Tensor`, `Option<&Tensor>` or `&[Tensor]`",
                 f.name()
             ),
         );
@@ -135,7 +150,7 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
         );
     }
     let mut seen = HashSet::new();
-    for r in &f.residuals {
+    for (i, r) in f.residuals.iter().enumerate() {
         if !matches!(r.attr.meta, Meta::Path(_)) {
             cx.error_spanned_by(&r.attr.meta, "#[residual] takes no arguments");
         }
@@ -159,6 +174,14 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
             );
             continue;
         };
+        if let Some(m) = r.mutability {
+            cx.error_spanned_by(
+                m,
+                format_args!(
+                    "a #[residual] is kept as it is bound, so later changes to a `mut` residual would not reach the vjp: compute `{name}` completely first, `#[residual] let {name} = {{ let mut {name} = ...; ...; {name} }};`"
+                ),
+            );
+        }
         if let Some(ty) = r.ty {
             check_residual_type(cx, ty);
         }
@@ -169,6 +192,17 @@ fn check_residuals(cx: &Ctxt, f: &Function) {
             );
         } else if !seen.insert(name.to_string()) {
             cx.error_spanned_by(name, format_args!("residual `{name}` is declared twice"));
+        } else if f.vjps.len() == 1 && !f.vjp_reads_residual(i) && !names_cotangent(f, name) {
+            let ty = match r.ty {
+                Some(ty) if !is_tensor(ty) => format!("&{}", tokens(ty)),
+                _ => "&Tensor".to_owned(),
+            };
+            cx.error_spanned_by(
+                name,
+                format_args!(
+                    "residual `{name}` is kept for the vjp, but the vjp does not take it: add `{name}: {ty}` to the vjp's parameters, or drop #[residual]"
+                ),
+            );
         }
     }
 }
@@ -204,11 +238,15 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
     if let Some(t) = &sig.asyncness {
         cx.error_spanned_by(t, "the vjp cannot be `async`");
     }
-    if let Some(t) = &sig.unsafety {
-        cx.error_spanned_by(
+    match &sig.safety {
+        Safety::Unsafe(t) => cx.error_spanned_by(
             t,
             "the vjp cannot be `unsafe`; use an `unsafe` block inside its body",
-        );
+        ),
+        Safety::Safe(t) => {
+            cx.error_spanned_by(t, "the vjp cannot be `safe`: write a plain `fn vjp`");
+        }
+        Safety::Default => {}
     }
     if let Some(abi) = &sig.abi {
         cx.error_spanned_by(abi, "the vjp cannot declare an ABI: write a plain `fn vjp`");
@@ -222,8 +260,17 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
             "the vjp cannot declare generics; it can use the forward function's",
         );
     }
+    if let Some(err) = vjp.error_type {
+        if outer_name(err).as_deref() != Some("Error") {
+            cx.error_spanned_by(
+                err,
+                "the vjp's errors become autograd_core errors: return `Result<...>` with autograd_core's `Result` (convert other errors with `map_err`, e.g. into `Error::Value`)",
+            );
+        }
+    }
     check_cotangent(cx, f, vjp);
     check_vjp_params(cx, f, vjp);
+    check_vjp_reads(cx, f, vjp);
     if params_ok {
         check_grads(cx, f, vjp);
     }
@@ -272,6 +319,7 @@ fn check_cotangent(cx: &Ctxt, f: &Function, vjp: &Vjp) {
 
 fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
     let mut seen = HashSet::new();
+    let mut masks = 0;
     for p in &vjp.params {
         let Some(name) = p.ident else {
             let what = match p.original {
@@ -284,20 +332,18 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
         if !seen.insert(name.to_string()) {
             continue; // rustc reports the duplicate binding itself
         }
-        let known =
-            name == OUTPUT || f.residual_named(name).is_some() || f.param_named(name).is_some();
-        if !known {
+        let Some(target) = f.target(p) else {
             cx.error_spanned_by(
                 name,
                 format_args!(
-                    "`{name}` is not a parameter of `{}`; the vjp can take the forward parameters ({}), `output`, and #[residual] values ({})",
+                    "`{name}` is not a parameter of `{}`; the vjp can take the forward parameters ({}), `output`, #[residual] values ({}), and the wanted-gradient mask as `needs: &NeedsGrad`",
                     f.name(),
                     list(f.params.iter().filter_map(|p| p.ident)),
                     list(f.residuals.iter().filter_map(|r| r.ident)),
                 ),
             );
             continue;
-        }
+        };
         let Some(ty) = p.ty else { continue };
         if let Type::Reference(r) = ty {
             if let Some(m) = &r.mutability {
@@ -309,59 +355,156 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
             }
         }
         let tensor_like = is_tensor(ty) || is_tensor_ref(ty);
-        match f.param_named(name).map(|param| (param.input, param.ty)) {
-            Some((Input::Captured | Input::Options, forward_ty)) => check_captured(cx, forward_ty),
-            Some((Input::Tensor { .. }, _)) if !tensor_like => cx.error_spanned_by(
-                ty,
-                format_args!(
-                    "`{name}` is a tensor input, so the vjp takes it as `&Tensor` or `Tensor`"
-                ),
-            ),
-            Some((Input::TensorSlice { elem_ref }, forward_ty)) => {
-                let same = matches!(
-                    ty,
-                    Type::Reference(r) if matches!(&*r.elem, Type::Slice(s)
-                        if if elem_ref { is_tensor_ref(&s.elem) } else { is_tensor(&s.elem) })
-                );
-                if !same {
+        match target {
+            Target::Needs => {
+                masks += 1;
+                if masks > 1 {
+                    cx.error_spanned_by(ty, "the vjp takes the wanted-gradient mask once");
+                } else if !matches!(ty, Type::Reference(_)) {
                     cx.error_spanned_by(
                         ty,
+                        "the vjp takes the wanted-gradient mask as `&NeedsGrad`",
+                    );
+                } else if f.target_named(&name.to_string()).is_some() {
+                    cx.error_spanned_by(
+                        name,
                         format_args!(
-                            "`{name}` is a slice of tensor inputs, so the vjp takes it as `{}`",
-                            tokens(forward_ty)
+                            "`{name}` names a value of `{}`; call the wanted-gradient mask `needs`",
+                            f.name()
                         ),
                     );
                 }
             }
-            None if !tensor_like => match f.residual_named(name) {
-                None => cx.error_spanned_by(
+            Target::Param(param) => match param.input {
+                Input::Captured | Input::Options => check_captured(cx, param.ty),
+                Input::Tensor { .. } if !tensor_like => cx.error_spanned_by(
                     ty,
-                    "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`",
+                    format_args!(
+                        "`{name}` is a tensor input, so the vjp takes it as `&Tensor` or `Tensor`"
+                    ),
                 ),
-                // An untyped residual is kept as a tensor: the fix is its annotation.
-                Some(r) if r.ty.is_none() => {
-                    let owned = match ty {
-                        Type::Reference(r) => &*r.elem,
-                        other => other,
-                    };
-                    cx.error_spanned_by(
-                        &r.original.pat,
-                        format_args!(
-                            "residual `{name}` has no type, so it is kept as a tensor, but the vjp takes it as `{}`: annotate it, `let {name}: {} = ...;`",
-                            tokens(ty),
-                            tokens(owned),
-                        ),
-                    );
+                Input::OptionalTensor { .. } => {
+                    if !option_inner(ty).is_some_and(|t| is_tensor(t) || is_tensor_ref(t)) {
+                        cx.error_spanned_by(
+                            ty,
+                            format_args!(
+                                "`{name}` is an optional tensor input, so the vjp takes it as `Option<&Tensor>` or `Option<Tensor>`"
+                            ),
+                        );
+                    }
                 }
-                Some(r) if r.ty.is_some_and(is_tensor) => cx.error_spanned_by(
-                    ty,
-                    format_args!("residual `{name}` is a tensor, so the vjp takes it as `&Tensor` or `Tensor`"),
-                ),
-                Some(_) => {}
+                Input::TensorSlice { elem_ref } => {
+                    let same = matches!(
+                        ty,
+                        Type::Reference(r) if matches!(&*r.elem, Type::Slice(s)
+                            if if elem_ref { is_tensor_ref(&s.elem) } else { is_tensor(&s.elem) })
+                    );
+                    if !same {
+                        cx.error_spanned_by(
+                            ty,
+                            format_args!(
+                                "`{name}` is a slice of tensor inputs, so the vjp takes it as `{}`",
+                                tokens(param.ty)
+                            ),
+                        );
+                    }
+                }
+                Input::Tensor { .. } | Input::Unsupported => {}
             },
-            _ => {}
+            Target::Output if !tensor_like => cx.error_spanned_by(
+                ty,
+                "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`",
+            ),
+            Target::Residual(i) if !tensor_like => {
+                let r = &f.residuals[i];
+                let rname = r.ident.map(ToString::to_string).unwrap_or_default();
+                match r.ty {
+                    // An untyped residual is kept as a tensor: the fix is its annotation.
+                    None => {
+                        let owned = match ty {
+                            Type::Reference(r) => &*r.elem,
+                            other => other,
+                        };
+                        cx.error_spanned_by(
+                            &r.original.pat,
+                            format_args!(
+                                "residual `{rname}` has no type, so it is kept as a tensor, but the vjp takes it as `{}`: annotate it, `let {rname}: {} = ...;`",
+                                tokens(ty),
+                                tokens(owned),
+                            ),
+                        );
+                    }
+                    Some(rt) if is_tensor(rt) => cx.error_spanned_by(
+                        ty,
+                        format_args!("residual `{rname}` is a tensor, so the vjp takes it as `&Tensor` or `Tensor`"),
+                    ),
+                    Some(_) => {}
+                }
+            }
+            Target::Output | Target::Residual(_) => {}
         }
     }
+}
+
+/// Whether the VJP's first parameter bears `name` (a VJP that forgot its cotangent, reported
+/// as that).
+fn names_cotangent(f: &Function, name: &syn::Ident) -> bool {
+    matches!(f.vjps.first().and_then(|v| v.cotangent), Some(FnArg::Typed(p))
+        if matches!(&*p.pat, syn::Pat::Ident(i) if i.ident == *name))
+}
+
+/// A VJP is a nested `fn`, so it cannot read the forward body's locals (or parameters and
+/// residuals it did not declare); rustc would say only "cannot find value". Names the VJP
+/// binds itself anywhere are left alone, so a hint is never wrong.
+fn check_vjp_reads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
+    for (name, message) in forward_reads(f, vjp) {
+        cx.error_spanned_by(name, message);
+    }
+}
+
+/// Whether the VJP reads no value of the forward it did not declare. When it does, the
+/// fallback leaves the VJP out, or rustc would add its own "can't capture" to the hint.
+pub(crate) fn vjp_reads_declared(f: &Function) -> bool {
+    f.vjps
+        .first()
+        .is_none_or(|v| forward_reads(f, v).is_empty())
+}
+
+/// The forward values the VJP reads without declaring them, each with its message.
+fn forward_reads<'a>(f: &Function<'a>, vjp: &Vjp<'a>) -> Vec<(&'a syn::Ident, String)> {
+    let mut found = Vec::new();
+    let declared: HashSet<String> = vjp
+        .params
+        .iter()
+        .filter_map(|p| p.ident)
+        .map(ToString::to_string)
+        .collect();
+    let mut reported = HashSet::new();
+    for &name in &vjp.reads {
+        let n = name.to_string();
+        if declared.contains(&n) || vjp.binds.contains(&n) || !reported.insert(n.clone()) {
+            continue;
+        }
+        let message = if f.locals.contains(&name) && f.target_named(&n).is_none() {
+            format!(
+                "the vjp cannot read `{n}`, a local of the forward body: mark its `let` #[residual] (`#[residual] let {n} = ...;`) and take it as a vjp parameter"
+            )
+        } else {
+            match f.target_named(&n) {
+                Some(Target::Param(_)) => format!(
+                    "the vjp reads `{n}`, a parameter of `{}`: take it as a vjp parameter too (`fn vjp(g: &Tensor, {n}: ...)`)",
+                    f.name()
+                ),
+                Some(Target::Residual(_)) => format!(
+                    "the vjp reads residual `{n}`: take it as a vjp parameter (`fn vjp(g: &Tensor, {n}: ...)`)"
+                ),
+                Some(Target::Output) => "the vjp reads `output`: take it as a vjp parameter (`output: &Tensor`)".to_owned(),
+                Some(Target::Needs) | None => continue,
+            }
+        };
+        found.push((name, message));
+    }
+    found
 }
 
 /// A captured parameter is stored in the node, so its type must describe an owned value.
@@ -387,14 +530,14 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
         ReturnType::Type(_, ty) => ty,
         ReturnType::Default => &vjp.original.sig.ident,
     };
+    let suggestion = example(&inputs.iter().map(|p| p.input).collect::<Vec<_>>());
     let elements = match &vjp.grads {
         Grads::Missing => {
             cx.error_spanned_by(
                 return_span,
                 format_args!(
-                    "the vjp returns one gradient per tensor input of `{}` ({names}): declare `-> Result<{}>`",
+                    "the vjp returns one gradient per tensor input of `{}` ({names}): declare `-> Result<{suggestion}>`",
                     f.name(),
-                    example(&inputs.iter().map(|p| p.input).collect::<Vec<_>>()),
                 ),
             );
             return;
@@ -414,6 +557,23 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
         Grads::Single(t) => *t,
         Grads::Missing => return_span,
     };
+    // A `Vec` is the gradients of one slice: for several fixed inputs, the count is not the
+    // mistake.
+    if let Grads::Single(ty) = vjp.grads {
+        let one_slice =
+            matches!(inputs.as_slice(), [p] if matches!(p.input, Input::TensorSlice { .. }));
+        if outer_name(ty).as_deref() == Some("Vec") && !one_slice {
+            cx.error_spanned_by(
+                ty,
+                format_args!(
+                    "a `Vec` of gradients is for one slice input, but `{}` has {expected} tensor {} ({names}): return `{suggestion}`, one gradient per tensor input in order",
+                    f.name(),
+                    if expected == 1 { "input" } else { "inputs" },
+                ),
+            );
+            return;
+        }
+    }
     if elements != expected {
         let plural = |n: usize| if n == 1 { "gradient" } else { "gradients" };
         cx.error_spanned_by(
@@ -434,24 +594,46 @@ fn check_grads(cx: &Ctxt, f: &Function, vjp: &Vjp) {
             break;
         };
         let name = input.ident.map(ToString::to_string).unwrap_or_default();
-        let (want, written) = match input.input {
-            Input::TensorSlice { .. } => ("Vec", "Vec<Option<Tensor>>"),
-            _ => ("Option", "Option<Tensor>"),
+        let (ok, written) = match input.input {
+            Input::TensorSlice { .. } => (
+                outer_name(ty).as_deref() == Some("Vec")
+                    && vec_inner(ty).and_then(option_inner).is_some_and(is_tensor),
+                "Vec<Option<Tensor>>",
+            ),
+            _ => (option_inner(ty).is_some_and(is_tensor), "Option<Tensor>"),
         };
-        if outer_name(ty).as_deref() != Some(want) {
+        if !ok {
             let span: &dyn ToTokens = if matches!(vjp.grads, Grads::Array(..)) {
                 grads_span
             } else {
                 ty
             };
+            let absent = if matches!(input.input, Input::OptionalTensor { .. }) {
+                " (`None` when it is absent)"
+            } else {
+                ""
+            };
             cx.error_spanned_by(
                 span,
-                format_args!("gradient {i} is for `{name}`, so its type is `{written}`"),
+                format_args!("gradient {i} is for `{name}`, so its type is `{written}`{absent}"),
             );
             if matches!(vjp.grads, Grads::Array(..)) {
                 break; // one message for the one written element type
             }
         }
+    }
+}
+
+/// `T` of a type written `Vec<T>`.
+fn vec_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first() {
+        Some(syn::GenericArgument::Type(t)) if last.ident == "Vec" => Some(t),
+        _ => None,
     }
 }
 

@@ -44,20 +44,25 @@ where
     kernel(x, factor.into())
 }
 
-/// Sums `N` leading elements of `x`, scaled by a `mut` parameter: an infallible forward.
+/// Sums `N` leading elements of `x`, scaled by a `mut` parameter the forward body changes (the
+/// VJP reads the changed value as a residual): an infallible forward.
 #[differentiable]
 pub(crate) fn head_sum<const N: usize>(x: &Tensor, mut k: f32) -> Tensor {
+    k *= 1.0;
     #[residual]
     let len: usize = x.size();
-    fn vjp(g: &Tensor, len: usize, k: f32) -> Result<Option<Tensor>> {
+    #[residual]
+    let scale: f32 = k;
+    fn vjp(g: &Tensor, len: usize, scale: f32) -> Result<Option<Tensor>> {
         let g0 = g.values::<f32>()?[0];
-        let v = (0..len).map(|i| if i < N { g0 * k } else { 0.0 }).collect();
+        let v = (0..len)
+            .map(|i| if i < N { g0 * scale } else { 0.0 })
+            .collect();
         Ok(Some(Tensor::from_vec(v, vec![len])?))
     }
-    k *= 1.0;
     let v = x.values::<f32>().unwrap_or_default();
     let s: f32 = v.iter().take(N).sum();
-    Tensor::from_vec(vec![s * k], vec![1usize]).expect("one element")
+    Tensor::from_vec(vec![s * scale], vec![1usize]).expect("one element")
 }
 
 /// Picks `x` or `y` by a borrowed flag with an explicit lifetime; the VJP takes the flag by value.

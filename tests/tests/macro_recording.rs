@@ -620,3 +620,44 @@ fn a_forward_that_skips_its_residual_is_a_runtime_error() {
     assert!(e.message().contains("residual `y`"), "{e}");
     assert!(early(&t(&[1.0], &[1])).unwrap().autograd_ctx().is_some());
 }
+
+/// Options the VJP reads: stored in the node, so they promise to hold no tensor.
+#[derive(Debug, Clone)]
+struct Clip {
+    lo: f32,
+    hi: f32,
+}
+
+impl autograd_core::__private::Captured for Clip {}
+
+/// `clamp(x, lo, hi)`; the VJP reads the options and, as `_x`, a parameter it does not use
+/// (the form rustc's unused-variable hint suggests).
+#[differentiable]
+fn clip(x: &Tensor, clip: &Clip) -> Result<Tensor> {
+    #[residual]
+    let inside: Vec<bool> = x
+        .values::<f32>()?
+        .iter()
+        .map(|v| (clip.lo..=clip.hi).contains(v))
+        .collect();
+    fn vjp(g: &Tensor, _x: &Tensor, _clip: Clip, inside: &[bool]) -> Result<Option<Tensor>> {
+        let d = g
+            .values::<f32>()?
+            .iter()
+            .zip(inside)
+            .map(|(g, &i)| if i { *g } else { 0.0 })
+            .collect();
+        Ok(Some(g.f32_like(d)?))
+    }
+    map(x, |v| v.clamp(clip.lo, clip.hi))
+}
+
+#[test]
+fn an_underscored_vjp_parameter_names_the_forward_value() {
+    let x = t(&[-2.0, 0.5, 3.0], &[3]);
+    let y = clip(&x, &Clip { lo: -1.0, hi: 1.0 }).unwrap();
+    assert_eq!(vals(&y), [-1.0, 0.5, 1.0]);
+    y.backward_with(Some(&t(&[1.0, 1.0, 1.0], &[3])), false)
+        .unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![0.0, 1.0, 0.0]));
+}

@@ -1,0 +1,263 @@
+//! The body of the node's backward: read the saved state, hand the VJP its arguments in its
+//! own order, and lay its gradients out as the engine expects, one per saved input, dropping
+//! the ones the engine said it does not want.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::Type;
+
+use crate::ast::{is_tensor_ref, option_inner, Grads};
+use crate::expand::generics::{respan, Inner};
+use crate::plan::{id, numbered, InputKind, Plan, Source};
+
+/// Where tensor input `k` starts among the saved inputs: a literal when every position is
+/// known at compile time, else a local computed from the node's counts.
+fn position(plan: &Plan, k: usize) -> TokenStream {
+    if plan.dynamic() {
+        let at = numbered("__at", k);
+        quote!(#at)
+    } else {
+        let lit = Literal::usize_unsuffixed(k);
+        quote!(#lit)
+    }
+}
+
+/// The number of saved inputs tensor input `k` occupies.
+fn count(plan: &Plan, k: usize) -> TokenStream {
+    match plan.inputs[k].count {
+        None => quote!(1usize),
+        Some(j) => {
+            let counts = id("__counts");
+            let j = Literal::usize_unsuffixed(j);
+            quote!(self.#counts[#j])
+        }
+    }
+}
+
+pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
+    let p = &plan.p;
+    let name = plan.name();
+    let gradient = id("__g");
+    let needed = id("__needed");
+    let (saved, layout, versions) = (id("__saved"), id("__layout"), id("__versions"));
+    let (inputs, context, s) = (id("__inputs"), id("__context"), id("__s"));
+
+    let inputs_expr = if plan.dynamic() {
+        quote!(#s.inputs().cloned().collect::<::std::vec::Vec<#p::Tensor>>())
+    } else {
+        let idx = (0..plan.inputs.len()).map(Literal::usize_unsuffixed);
+        quote!([#(::core::clone::Clone::clone(#s.input(#idx))),*])
+    };
+    let n_context = plan.context.len();
+    let context_expr = if n_context == 0 {
+        quote!(())
+    } else {
+        let idx = (0..n_context).map(Literal::usize_unsuffixed);
+        quote!([#(::core::clone::Clone::clone(&#s.context()[#idx])),*])
+    };
+    let context_names = plan.context.iter().map(|c| &c.name);
+    let residual_check = (n_context > 0).then(
+        || quote!(#p::check_residuals(self, &[#(#context_names),*], &#context, &self.#versions)?;),
+    );
+    let positions = plan.dynamic().then(|| {
+        let steps = (0..plan.inputs.len()).map(|k| {
+            let at = numbered("__at", k);
+            if k == 0 {
+                return quote!(let #at: usize = 0;);
+            }
+            let prev = numbered("__at", k - 1);
+            let n = count(plan, k - 1);
+            quote!(let #at: usize = #prev + #n;)
+        });
+        quote!(#(#steps)*)
+    });
+    let needs = id("__needs");
+    let mask = plan.wants_mask.then(|| {
+        let spans = (0..plan.inputs.len()).map(|k| {
+            let (at, n) = (position(plan, k), count(plan, k));
+            quote!(#at..#at + #n)
+        });
+        quote!(let #needs = #p::NeedsGrad::new(#needed, &[#(#spans),*]);)
+    });
+
+    // The VJP's arguments, in the VJP's order.
+    let mut prep = Vec::new();
+    let args: Vec<TokenStream> = plan
+        .args
+        .iter()
+        .enumerate()
+        .map(|(a, arg)| {
+            let ty = arg.ty;
+            let by_ref = matches!(ty, Type::Reference(_));
+            // Spanned by the VJP parameter's type, so a type rustc rejects (`c: f64` for a
+            // forward `c: f32`) is reported there rather than at the attribute.
+            let span = match ty {
+                Type::Reference(r) => r.elem.span(),
+                ty => ty.span(),
+            };
+            let pass = |place: TokenStream| {
+                if by_ref {
+                    quote_spanned!(span=> &#place)
+                } else {
+                    quote_spanned!(span=> ::core::clone::Clone::clone(&#place))
+                }
+            };
+            match arg.source {
+                Source::Input(k) => {
+                    let at = position(plan, k);
+                    match plan.inputs[k].kind {
+                        InputKind::One { .. } => pass(quote!(#inputs[#at])),
+                        InputKind::Optional { .. } => {
+                            let present = count(plan, k);
+                            let by_ref = option_inner(ty).is_some_and(is_tensor_ref);
+                            let value = if by_ref {
+                                quote!(&#inputs[#at])
+                            } else {
+                                quote!(::core::clone::Clone::clone(&#inputs[#at]))
+                            };
+                            quote_spanned! {span=>
+                                if #present == 1 {
+                                    ::core::option::Option::Some(#value)
+                                } else {
+                                    ::core::option::Option::None
+                                }
+                            }
+                        }
+                        InputKind::Slice { elem_ref } => {
+                            let n = count(plan, k);
+                            if elem_ref {
+                                let refs = numbered("__refs", a);
+                                prep.push(quote! {
+                                    let #refs: ::std::vec::Vec<&#p::Tensor> =
+                                        #inputs[#at..#at + #n].iter().collect();
+                                });
+                                quote!(&#refs)
+                            } else {
+                                quote!(&#inputs[#at..#at + #n])
+                            }
+                        }
+                    }
+                }
+                Source::Context(c) => {
+                    let c = Literal::usize_unsuffixed(c);
+                    pass(quote!(#context[#c]))
+                }
+                Source::Field(i) => {
+                    let stored = &plan.stored[i];
+                    let (field, stored_ty) = (&stored.field, &stored.ty);
+                    // Every token, the field and the forward's type included, takes the span,
+                    // or rustc would fall back to the attribute's. (Field names are not
+                    // hygienic, so the field still resolves.)
+                    respan(
+                        if let Type::Reference(r) = ty {
+                            let target = &r.elem;
+                            quote!(<#stored_ty as ::core::borrow::Borrow<#target>>::borrow(&self.#field))
+                        } else {
+                            quote!(::core::clone::Clone::clone(&self.#field))
+                        },
+                        span,
+                    )
+                }
+                Source::Needs => {
+                    if by_ref {
+                        quote!(&#needs)
+                    } else {
+                        quote!(#needs)
+                    }
+                }
+            }
+        })
+        .collect();
+
+    // The gradients back into one Vec, laid out like their inputs.
+    let vjp = plan.f.vjp();
+    let grads = id("__grads");
+    let vjp_ident = id("__vjp");
+    let turbofish = &g.vjp_turbofish;
+    // Spanned by the error type (or the return type), where a foreign error is reported.
+    let try_vjp = vjp.fallible.then(|| {
+        let span = match (vjp.error_type, &vjp.original.sig.output) {
+            (Some(e), _) => e.span(),
+            (None, syn::ReturnType::Type(_, ty)) => ty.span(),
+            (None, syn::ReturnType::Default) => vjp.original.sig.ident.span(),
+        };
+        quote_spanned!(span=> ?)
+    });
+    let vars: Vec<_> = (0..plan.inputs.len())
+        .map(|k| numbered("__grad", k))
+        .collect();
+    let destructure = match &vjp.grads {
+        Grads::Tuple(_) => quote!(let (#(#vars,)*) = #grads;),
+        Grads::Array(..) => quote!(let [#(#vars),*] = #grads;),
+        Grads::Single(_) | Grads::Missing => {
+            let v = &vars[0];
+            quote!(let #v = #grads;)
+        }
+    };
+    let out = id("__out");
+    let pushes = plan.inputs.iter().enumerate().map(|(k, input)| {
+        let v = &vars[k];
+        let at = position(plan, k);
+        // The written element type carries the span: a gradient of the wrong type is
+        // reported at the user's return type.
+        let span = vjp.grads.element(k).map_or_else(
+            || vjp.original.sig.ident.span(),
+            |t| match vjp.grads {
+                Grads::Array(a, _) => a.elem.span(),
+                _ => t.span(),
+            },
+        );
+        match input.kind {
+            InputKind::One { .. } => {
+                let typed = quote_spanned!(span=> let #v: ::core::option::Option<#p::Tensor> = #v;);
+                quote! {
+                    #typed
+                    #out.push(#p::gradient_for(&#inputs[#at], #needed, #at, #v)?);
+                }
+            }
+            InputKind::Optional { .. } => {
+                let present = count(plan, k);
+                let typed = quote_spanned!(span=> let #v: ::core::option::Option<#p::Tensor> = #v;);
+                quote! {
+                    #typed
+                    // An absent input has no saved position: whatever the VJP returned for it
+                    // is dropped.
+                    if #present == 1 {
+                        #out.push(#p::gradient_for(&#inputs[#at], #needed, #at, #v)?);
+                    }
+                }
+            }
+            InputKind::Slice { .. } => {
+                let n = count(plan, k);
+                let pname = input.ident.to_string();
+                let typed = quote_spanned!(span=> let #v: ::std::vec::Vec<::core::option::Option<#p::Tensor>> = #v;);
+                quote! {
+                    #typed
+                    #p::check_slice_grads(self, #pname, #v.len(), #n)?;
+                    for (__i, (__t, __gi)) in #inputs[#at..#at + #n].iter().zip(#v).enumerate() {
+                        #out.push(#p::gradient_for(__t, #needed, #at + __i, __gi)?);
+                    }
+                }
+            }
+        }
+    });
+
+    quote! {
+        #p::check_cotangent(self, #gradient, &self.#layout)?;
+        let (#inputs, #context) =
+            #p::SavedState::with(&self.#saved, #name, |#s| (#inputs_expr, #context_expr))?;
+        #residual_check
+        #positions
+        #mask
+        #(#prep)*
+        let #grads = {
+            let __guard = #p::no_grad();
+            #vjp_ident #turbofish (#gradient, #(#args),*)#try_vjp
+        };
+        #destructure
+        let mut #out = ::std::vec::Vec::with_capacity(#inputs.len());
+        #(#pushes)*
+        ::core::result::Result::Ok(#out)
+    }
+}
