@@ -4,6 +4,7 @@
 //! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
 
 mod array;
+mod captured;
 mod carrier;
 mod dtype;
 pub mod error;
@@ -11,6 +12,7 @@ mod grad_mode;
 mod int_tuple;
 pub mod layout;
 mod mutation;
+mod needs_grad;
 mod op;
 mod scalar;
 pub mod tape;
@@ -43,3 +45,6 @@ pub mod __private;
 
 #[cfg(feature = "macros")]
 pub use autograd_macros::differentiable;
+
+pub use captured::Captured;
+pub use needs_grad::NeedsGrad;

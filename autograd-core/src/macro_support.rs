@@ -9,9 +9,11 @@ use std::marker::PhantomData;
 use crate::dtype::DType;
 use crate::error::{bail, ensure};
 
+pub use crate::captured::Captured;
 pub use crate::error::{Error, Result};
 pub use crate::grad_mode::no_grad;
 pub use crate::layout::Layout;
+pub use crate::needs_grad::NeedsGrad;
 pub use crate::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
@@ -101,74 +103,6 @@ pub fn gradient_for(
     relayout(input, g)
 }
 
-/// Which gradients the traversal wants, as a VJP that declares `needs: &NeedsGrad` sees them
-/// (PyTorch's `needs_input_grad`): indexed like the gradients the VJP returns, one entry per
-/// tensor parameter in order.
-///
-/// A gradient is unwanted when the traversal would discard it: its input is not
-/// differentiable, or nothing the caller asked for depends on it (functional `grad` asking
-/// only for the weights of a `matmul` does not want the data batch's). A VJP may skip
-/// computing an unwanted gradient and return `None`; one it returns anyway is dropped.
-/// [`Operation::backward`] wants every gradient.
-///
-/// ```
-/// # use autograd_core::__private::NeedsGrad;
-/// // `linear(x, w, bias: Option<&Tensor>, xs: &[Tensor])` with the bias absent and two `xs`:
-/// // saved inputs x, w, xs[0], xs[1]; the engine wants w and xs[1] only.
-/// let needs = NeedsGrad::new(Some(&[false, true, false, true]), &[0..1, 1..2, 2..2, 2..4]);
-/// assert!(!needs.input(0) && needs.input(1));
-/// assert!(!needs.input(2)); // an absent optional input is never wanted
-/// assert_eq!(needs.slice(3), &[false, true]);
-/// assert!(needs.input(3)); // some element of the slice is wanted
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NeedsGrad {
-    /// One entry per saved input.
-    saved: Vec<bool>,
-    /// Per tensor parameter, its saved positions.
-    spans: Vec<std::ops::Range<usize>>,
-}
-
-impl NeedsGrad {
-    /// The mask of a node whose tensor parameter `k` occupies saved positions `spans[k]`;
-    /// `needed` is the engine's mask per saved input (`None`: every gradient wanted).
-    pub fn new(needed: Option<&[bool]>, spans: &[std::ops::Range<usize>]) -> NeedsGrad {
-        let n = spans.iter().map(|s| s.end).max().unwrap_or(0);
-        let saved = (0..n)
-            .map(|i| needed.and_then(|m| m.get(i).copied()).unwrap_or(true))
-            .collect();
-        NeedsGrad {
-            saved,
-            spans: spans.to_vec(),
-        }
-    }
-
-    /// Whether the gradient of tensor parameter `k` is wanted: for a slice, whether any
-    /// element's is; `false` for an absent optional input or a `k` out of range.
-    pub fn input(&self, k: usize) -> bool {
-        self.slice(k).iter().any(|&b| b)
-    }
-
-    /// Per element of tensor parameter `k`, whether its gradient is wanted (one entry for a
-    /// single tensor, none for an absent optional input).
-    pub fn slice(&self, k: usize) -> &[bool] {
-        self.spans
-            .get(k)
-            .and_then(|s| self.saved.get(s.clone()))
-            .unwrap_or(&[])
-    }
-
-    /// Whether any gradient is wanted.
-    pub fn any(&self) -> bool {
-        self.saved.iter().any(|&b| b)
-    }
-
-    /// The engine's mask, one entry per saved input in order.
-    pub fn saved(&self) -> &[bool] {
-        &self.saved
-    }
-}
-
 /// The forward result as a tensor the new node may be attached to: a fresh handle when the
 /// forward body returned a tensor someone else also holds (an input, a residual) or one that
 /// already has a node, so recording never rewires a tensor it does not own.
@@ -233,91 +167,3 @@ impl<X: ?Sized> NotTensorFallback for NotTensor<X> {}
     note = "#[differentiable] recognises tensors by the type name `Tensor`: import `autograd_core::Tensor` without renaming it and write `&Tensor` or `Tensor`"
 )]
 pub trait TensorWrittenAsTensor {}
-
-/// A type that holds no [`Tensor`], so `#[differentiable]` may store a value of it in a node for
-/// the VJP (a parameter the VJP reads, a non-tensor `#[residual]`).
-///
-/// A tensor inside a stored value would be neither a saved input nor version-checked: it would
-/// get no gradient, and an in-place change between forward and backward would silently reach
-/// the VJP. The macro cannot see inside a type, so it asks for this promise instead: implemented
-/// here for the primitives, strings, the std containers of `Captured` types, tuples, arrays and
-/// the library's layout types; `Tensor` does not implement it. For a type of yours that holds
-/// no tensor, implement it (`impl Captured for Opts {}`); a generic parameter the node stores
-/// gets a `Captured` bound on the generated function.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is stored in the node for the vjp, but is not known to hold no tensor",
-    label = "the vjp reads this value, so the node keeps it until backward",
-    note = "a tensor inside a stored value would be neither saved nor version-checked: it would get no gradient, and an in-place change before backward would reach the vjp unnoticed",
-    note = "take each tensor as its own `&Tensor` parameter; for a type that holds no tensor, implement the marker: `impl Captured for {Self} {{}}`"
-)]
-pub trait Captured {}
-
-macro_rules! captured {
-    ($($t:ty),* $(,)?) => { $(impl Captured for $t {})* };
-}
-
-captured!(
-    (),
-    bool,
-    char,
-    u8,
-    u16,
-    u32,
-    u64,
-    u128,
-    usize,
-    i8,
-    i16,
-    i32,
-    i64,
-    i128,
-    isize,
-    f32,
-    f64,
-    str,
-    String,
-    std::time::Duration,
-    std::num::NonZeroUsize,
-    std::num::NonZeroU32,
-    std::num::NonZeroU64,
-    std::cmp::Ordering,
-    DType,
-    crate::DTypeCategory,
-    crate::CompoundDType,
-    crate::IntTuple,
-    crate::Shape,
-    crate::Stride,
-    crate::Layout,
-    crate::layout::Leaf,
-    crate::layout::Aliasing,
-);
-
-impl<T: ?Sized> Captured for PhantomData<T> {}
-impl<T: Captured> Captured for [T] {}
-impl<T: Captured, const N: usize> Captured for [T; N] {}
-impl<T: Captured> Captured for Vec<T> {}
-impl<T: Captured> Captured for std::collections::VecDeque<T> {}
-impl<T: Captured> Captured for Option<T> {}
-impl<T: Captured, E: Captured> Captured for std::result::Result<T, E> {}
-impl<T: ?Sized + Captured> Captured for Box<T> {}
-impl<T: ?Sized + Captured> Captured for std::sync::Arc<T> {}
-impl<T: ?Sized + Captured + ToOwned> Captured for std::borrow::Cow<'static, T> {}
-impl<T: Captured> Captured for std::ops::Range<T> {}
-impl<T: Captured> Captured for std::ops::RangeInclusive<T> {}
-impl<K: Captured, V: Captured, S> Captured for std::collections::HashMap<K, V, S> {}
-impl<K: Captured, V: Captured> Captured for std::collections::BTreeMap<K, V> {}
-impl<T: Captured, S> Captured for std::collections::HashSet<T, S> {}
-impl<T: Captured> Captured for std::collections::BTreeSet<T> {}
-
-macro_rules! captured_tuple {
-    ($($t:ident)+) => { impl<$($t: Captured),+> Captured for ($($t,)+) {} };
-}
-
-captured_tuple!(A);
-captured_tuple!(A B);
-captured_tuple!(A B C);
-captured_tuple!(A B C D);
-captured_tuple!(A B C D E);
-captured_tuple!(A B C D E F);
-captured_tuple!(A B C D E F G);
-captured_tuple!(A B C D E F G H);

@@ -69,7 +69,7 @@
 //!   to a `#[residual]` instead.
 //! - **Stored values hold no tensor.** A value the node stores for the VJP (a captured
 //!   parameter, a non-tensor residual) must implement the marker trait `Captured`
-//!   (`autograd_core::__private::Captured` today): a tensor inside it would be neither saved
+//!   (`autograd_core::Captured`): a tensor inside it would be neither saved
 //!   nor version-checked, so it would get no gradient and an in-place change before backward
 //!   would silently reach the VJP. The primitives, strings, std containers and tuples of
 //!   `Captured` types and the layout types implement it and `Tensor` does not, so
@@ -156,8 +156,8 @@
 //!   let y = broadcast_rows(&x, 2)?;
 //!   // the cotangent the VJP receives: one entry per position of y, in an injective layout
 //!   let g = Tensor::from_vec(vec![1.0f32; 6], autograd_core::shape![2, 3])?;
-//!   let dx = y.autograd_ctx().unwrap().backward(&g)?;
-//!   assert_eq!(dx[0].as_ref().unwrap().values::<f32>()?, [2.0, 2.0, 2.0]);
+//!   y.backward_with(Some(&g), false)?;
+//!   assert_eq!(x.grad()?.unwrap().values::<f32>()?, [2.0, 2.0, 2.0]);
 //!   # Ok(())
 //!   # }
 //!   ```

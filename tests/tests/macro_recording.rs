@@ -628,7 +628,7 @@ struct Clip {
     hi: f32,
 }
 
-impl autograd_core::__private::Captured for Clip {}
+impl autograd_core::Captured for Clip {}
 
 /// `clamp(x, lo, hi)`; the VJP reads the options and, as `_x`, a parameter it does not use
 /// (the form rustc's unused-variable hint suggests).
