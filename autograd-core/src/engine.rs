@@ -503,8 +503,13 @@ pub(crate) fn propagate(
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        run_vjp(&*step.node, g, needed, |j, input, gi| {
-            match route(j, input) {
+        let claiming = claim.as_deref().is_some_and(|c| !c.claimed[i as usize]);
+        run_vjp(
+            &*step.node,
+            g,
+            claiming,
+            needed,
+            |j, input, gi| match route(j, input) {
                 (true, Some(slot)) => {
                     staging.add(input, gi.clone())?;
                     accumulate(&mut cotangents[slot], gi)
@@ -512,10 +517,10 @@ pub(crate) fn propagate(
                 (true, None) => staging.add(input, gi),
                 (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
                 (false, None) => Ok(()),
-            }
-        })?;
+            },
+        )?;
         if let Some(claim) = claim.as_deref_mut() {
-            claim.claim(i as usize)?;
+            claim.claimed[i as usize] = true;
         }
     }
     Ok(())
@@ -537,16 +542,18 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 }
 
 /// Runs `node`'s VJP for cotangent `g` (of its result, or of each of its results): checks its
-/// saved inputs' versions, runs its backward
-/// with graph construction disabled, telling it which differentiable inputs' gradients are
-/// `needed`, checks the versions again (a write racing with the VJP must not leak into its
-/// result), checks the gradient count and validates each gradient against its input (spec:
-/// cotangent layouts must address the target exactly). Hands `(input index, input, gradient
-/// per logical position)` to `each` for every needed input that received one. `needed` and
-/// `each` run while the node's saved state is locked, so they must not touch the node.
+/// saved inputs' versions, runs its backward with graph construction disabled, telling it
+/// which differentiable inputs' gradients are `needed`, checks the versions again (a write
+/// racing with the VJP must not leak into its result), checks the gradient count and
+/// validates each gradient against its input (spec: cotangent layouts must address the target
+/// exactly). Hands `(input index, input, gradient per logical position)` to `each` for every
+/// needed input that received one. `needed` and `each` run while the node's saved state is
+/// locked, so they must not touch the node. With `claim`, a successful run also claims the
+/// node for release, under the same lock.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
+    claim: bool,
     needed: impl Fn(usize, &Tensor) -> bool,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<()> {
@@ -585,7 +592,7 @@ pub(crate) fn run_vjp(
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.
     let returned = grads.len();
-    let Ok(failure) = node.saved().with(node.name(), |s| {
+    let Ok((failure, claimed)) = node.saved().with_then_claim(node.name(), claim, |s| {
         if let Some(m) = modification(s) {
             return Some(Failure::Modified(m));
         }
@@ -614,6 +621,7 @@ pub(crate) fn run_vjp(
         );
     };
     match failure {
+        None if claim && !claimed => Err(node.saved().released_error(node.name())),
         None => Ok(()),
         Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(

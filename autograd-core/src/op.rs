@@ -418,6 +418,38 @@ impl SavedState {
         }
     }
 
+    /// [`SavedState::with`], then, when `claim`, under the same lock, claims the state for
+    /// a traversal of this thread (see [`SavedState::claim`]); answers whether it holds the
+    /// claim. `f` says whether to go on to the claim (`None`: it succeeded).
+    pub(crate) fn with_then_claim<F>(
+        &self,
+        op: &str,
+        claim: bool,
+        f: impl FnOnce(&Saved) -> Option<F>,
+    ) -> Result<(Option<F>, bool)> {
+        let mut slot = self.lock();
+        let Some(saved) = slot.saved() else {
+            return Err(self.released_error(op));
+        };
+        let failure = f(saved);
+        if !claim || failure.is_some() {
+            return Ok((failure, false));
+        }
+        let me = thread_token();
+        let claimed = match std::mem::replace(&mut *slot, Slot::Released) {
+            Slot::Live(s) => {
+                *slot = Slot::Claimed(s, me);
+                true
+            }
+            other => {
+                let mine = matches!(other, Slot::Claimed(_, by) if by == me && me != 0);
+                *slot = other;
+                mine
+            }
+        };
+        Ok((None, claimed))
+    }
+
     /// The error for a traversal that reaches this node after its graph was released.
     pub(crate) fn released_error(&self, op: &str) -> crate::Error {
         crate::Error::Runtime(format!(
@@ -694,7 +726,7 @@ impl Recording {
         context: Vec<Tensor>,
         make: impl FnOnce(SavedState) -> O,
     ) -> Tensor {
-        let result = own_result(result);
+        let mut result = own_result(result);
         if result.is_differentiable() {
             let node: Node = Arc::new(make(SavedState::from_parts(
                 self.inputs,
@@ -702,7 +734,7 @@ impl Recording {
                 context,
                 self.location,
             )));
-            result.attach_node(node);
+            result.attach_node_owned(node);
         }
         result
     }
@@ -754,11 +786,20 @@ impl Recording {
 
 /// `result` as a tensor a new node may be attached to: itself when this is its only handle
 /// and it has no node, else a fresh handle (no node, no `.grad`) to the same storage.
-pub(crate) fn own_result(result: Tensor) -> Tensor {
-    if Arc::strong_count(&result.0) > 1 || result.state().ctx.is_some() {
-        result.detach()
-    } else {
+pub(crate) fn own_result(mut result: Tensor) -> Tensor {
+    // A unique handle is read without its lock (nothing else can reach it).
+    let owned = Arc::get_mut(&mut result.0).is_some_and(|inner| {
+        inner
+            .autograd
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .ctx
+            .is_none()
+    });
+    if owned {
         result
+    } else {
+        result.detach()
     }
 }
 

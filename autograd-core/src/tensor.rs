@@ -413,6 +413,20 @@ impl Tensor {
         self.state().ctx = Some(node);
     }
 
+    /// [`Tensor::attach_node`] without taking the lock when this is the only handle.
+    pub(crate) fn attach_node_owned(&mut self, node: Node) {
+        match Arc::get_mut(&mut self.0) {
+            Some(inner) => {
+                inner
+                    .autograd
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .ctx = Some(node);
+            }
+            None => self.attach_node(node),
+        }
+    }
+
     /// Every `(subtensor, storage offset)` in logical order (offsets in logical elements).
     pub(crate) fn for_each_slot(&self, mut f: impl FnMut(usize, usize)) {
         match &self.0.parts {

@@ -245,6 +245,7 @@ fn operation_vjp(
     run_vjp(
         op,
         Cotangent::One(g.clone()),
+        false,
         |_, _| true,
         |j, _, gi| {
             out.push((parents[j], gi));
