@@ -317,6 +317,26 @@ impl CpuCarrier {
         }
     }
 
+    /// Runs `f` on the elements as two typed slices under one read lock (for two tensors on
+    /// this one carrier); fails unless both types are the element type.
+    pub fn with_slices<T: Element, U: Element, R>(
+        &self,
+        f: impl FnOnce(&[T], &[U]) -> R,
+    ) -> Result<R> {
+        let data = self.lock_read();
+        match (data.slice::<T>(), data.slice::<U>()) {
+            (Some(x), Some(y)) => Ok(f(x, y)),
+            _ => bail!(
+                Type,
+                "{} holds {} elements, not {} and {}",
+                self.id,
+                self.extent.dtype(),
+                T::DTYPE,
+                U::DTYPE
+            ),
+        }
+    }
+
     /// Runs `f` on the whole buffer (any dtype); small inline storage is lent as a copy.
     pub fn with_buffer<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
         match &*self.lock_read() {

@@ -372,6 +372,13 @@ impl Layout {
         Ok(off)
     }
 
+    /// The coalesced leaves in logical iteration order, fastest first, extent-1 leaves dropped:
+    /// walking them as an odometer visits the offsets in logical order. The first is the run
+    /// kernels stride along; an empty list means one element at offset 0.
+    pub fn runs(&self) -> &[Leaf] {
+        &self.logical
+    }
+
     /// Leaves in logical iteration order, fastest first: the last top-level mode's leaves first.
     pub fn logical_leaves(&self) -> Vec<Leaf> {
         self.modes

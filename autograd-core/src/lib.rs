@@ -10,6 +10,7 @@ mod dtype;
 pub mod error;
 mod grad_mode;
 mod int_tuple;
+pub mod kernel;
 pub mod layout;
 mod mutation;
 mod needs_grad;

@@ -1,0 +1,261 @@
+//! Typed read access to a tensor's elements without copying.
+
+use crate::carrier::CpuCarrier;
+use crate::error::{ensure, Result};
+use crate::layout::{Layout, Leaf};
+use crate::scalar::Element;
+use crate::tensor::{record_width, Tensor};
+
+/// A tensor's elements as stored: a slice of its storage, the offset of its layout's origin,
+/// and the layout mapping logical positions to storage. Every offset the layout addresses is
+/// inside the slice (checked once, when the access is made).
+#[derive(Debug, Clone, Copy)]
+pub struct Elements<'a, T> {
+    data: &'a [T],
+    offset: usize,
+    layout: &'a Layout,
+}
+
+/// One run of elements in logical order: `len` elements from `start`, `stride` apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Storage index of the first element.
+    pub start: usize,
+    /// Number of elements.
+    pub len: usize,
+    /// Distance between consecutive elements (0 for a broadcast run).
+    pub stride: usize,
+}
+
+impl<'a, T: Copy> Elements<'a, T> {
+    /// Elements of `layout` placed at `offset` in `data`; fails unless every addressed offset
+    /// lies inside `data`.
+    pub fn new(data: &'a [T], offset: usize, layout: &'a Layout) -> Result<Elements<'a, T>> {
+        if layout.size() > 0 {
+            let end = offset.checked_add(layout.cosize());
+            ensure!(
+                end.is_some_and(|e| e <= data.len()),
+                Runtime,
+                "layout {layout} at offset {offset} reaches past storage of {} elements",
+                data.len()
+            );
+        }
+        Ok(Elements {
+            data,
+            offset,
+            layout,
+        })
+    }
+
+    /// The same storage under another layout of the same elements (a permutation of modes),
+    /// checked like [`Elements::new`].
+    pub fn relayout(&self, layout: &'a Layout) -> Result<Elements<'a, T>> {
+        Elements::new(self.data, self.offset, layout)
+    }
+
+    /// The number of logical elements.
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.layout.size() == 0
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &'a Layout {
+        self.layout
+    }
+
+    /// The elements as one slice in logical order, when storage order is logical order
+    /// without holes.
+    pub fn as_slice(&self) -> Option<&'a [T]> {
+        let n = self.layout.size();
+        match self.layout.runs() {
+            _ if n == 0 => Some(&[]),
+            [] => self.data.get(self.offset..=self.offset),
+            [first] if first.stride == 1 => self.data.get(self.offset..self.offset + n),
+            _ => None,
+        }
+    }
+
+    /// Calls `f` with the runs that cover logical positions `start..start + len` in order.
+    pub fn for_each_run_in(&self, start: usize, len: usize, mut f: impl FnMut(Run)) {
+        if len == 0 {
+            return;
+        }
+        let runs = self.layout.runs();
+        let Some((inner, outer)) = runs.split_first() else {
+            // one element at the origin
+            f(Run {
+                start: self.offset,
+                len: 1,
+                stride: 0,
+            });
+            return;
+        };
+        let mut cursor = Cursor::at(outer, start / inner.extent);
+        let mut within = start % inner.extent;
+        let mut left = len;
+        while left > 0 {
+            let n = (inner.extent - within).min(left);
+            f(Run {
+                start: self.offset + cursor.base + within * inner.stride,
+                len: n,
+                stride: inner.stride,
+            });
+            left -= n;
+            within = 0;
+            cursor.advance(outer);
+        }
+    }
+
+    /// Calls `f` with every element in logical order.
+    pub fn for_each(&self, f: impl FnMut(T)) {
+        self.for_each_in(0, self.len(), f);
+    }
+
+    /// Calls `f` with the elements at logical positions `start..start + len`, in order.
+    pub fn for_each_in(&self, start: usize, len: usize, mut f: impl FnMut(T)) {
+        let data = self.data;
+        self.for_each_run_in(start, len, |r| {
+            if r.stride == 1 {
+                data[r.start..r.start + r.len].iter().for_each(|&x| f(x));
+            } else {
+                (0..r.len).for_each(|i| f(data[r.start + i * r.stride]));
+            }
+        });
+    }
+
+    /// Copies the elements at logical positions `start..start + out.len()` into `out`.
+    pub fn copy_range(&self, start: usize, out: &mut [T]) {
+        let mut i = 0;
+        self.for_each_in(start, out.len(), |x| {
+            out[i] = x;
+            i += 1;
+        });
+    }
+
+    /// The elements as an ndarray view with one axis per top-level mode, when the layout is
+    /// flat (every mode a single leaf).
+    pub fn array_view(&self) -> Option<ndarray::ArrayViewD<'a, T>> {
+        use ndarray::{IxDyn, ShapeBuilder};
+        let l = self.layout;
+        if !l.is_flat() || !l.is_injective() {
+            return None;
+        }
+        let dims = l.dims();
+        let strides: Vec<usize> = (0..l.rank()).map(|i| l.mode_leaves(i)[0].stride).collect();
+        let shape = IxDyn(&dims).strides(IxDyn(&strides));
+        ndarray::ArrayView::from_shape(shape, self.data.get(self.offset..)?).ok()
+    }
+}
+
+/// An odometer over the outer coalesced leaves: `base` is the storage offset of the current
+/// outer coordinate.
+struct Cursor {
+    counter: Vec<usize>,
+    base: usize,
+}
+
+impl Cursor {
+    /// The cursor at outer position `index` (counted in logical order).
+    fn at(outer: &[Leaf], mut index: usize) -> Cursor {
+        let mut counter = vec![0; outer.len()];
+        let mut base = 0;
+        for (c, l) in counter.iter_mut().zip(outer) {
+            *c = index % l.extent;
+            index /= l.extent;
+            base += *c * l.stride;
+        }
+        Cursor { counter, base }
+    }
+
+    fn advance(&mut self, outer: &[Leaf]) {
+        for (c, l) in self.counter.iter_mut().zip(outer) {
+            *c += 1;
+            self.base += l.stride;
+            if *c < l.extent {
+                return;
+            }
+            self.base -= l.stride * l.extent;
+            *c = 0;
+        }
+    }
+}
+
+fn check_simple(t: &Tensor) -> Result<()> {
+    ensure!(
+        record_width(t.dtype()) == 1,
+        NotImplemented,
+        "kernels do not read compound dtype {}",
+        t.dtype()
+    );
+    Ok(())
+}
+
+/// A compact copy of `t`'s elements, for carriers kernels cannot borrow from.
+fn copied<T: Element>(t: &Tensor) -> Result<(Vec<T>, Layout)> {
+    Ok((
+        t.values::<T>()?,
+        Layout::compact_row_major(t.shape().clone())?,
+    ))
+}
+
+/// Runs `f` on `t`'s elements as `T` (the storage element type): borrowed from a CPU carrier
+/// without copying, or a compact copy for other carriers and multi-subtensor tensors.
+pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(Elements<'_, T>) -> R) -> Result<R> {
+    check_simple(t)?;
+    if let Some(cpu) = cpu_of(t) {
+        let (offset, layout) = (t.offset(), t.layout());
+        return cpu.with_slice::<T, _>(|data| Ok(f(Elements::new(data, offset, layout)?)))?;
+    }
+    let (data, layout) = copied::<T>(t)?;
+    Ok(f(Elements::new(&data, 0, &layout)?))
+}
+
+fn cpu_of(t: &Tensor) -> Option<&CpuCarrier> {
+    if t.subtensor_count() != 1 {
+        return None;
+    }
+    t.carrier().ok()?.as_cpu()
+}
+
+/// Runs `f` on the elements of `a` (as `T`) and `b` (as `U`) at once. Two CPU carriers are
+/// locked in one fixed order (and a carrier shared by both once), so no two kernels wait for
+/// each other.
+pub fn read_pair<T: Element, U: Element, R>(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl FnOnce(Elements<'_, T>, Elements<'_, U>) -> R,
+) -> Result<R> {
+    check_simple(a)?;
+    check_simple(b)?;
+    match (cpu_of(a), cpu_of(b)) {
+        (Some(ca), Some(cb)) if std::ptr::eq(ca, cb) => ca.with_slices::<T, U, _>(|x, y| {
+            Ok(f(
+                Elements::new(x, a.offset(), a.layout())?,
+                Elements::new(y, b.offset(), b.layout())?,
+            ))
+        })?,
+        (Some(ca), Some(cb)) => {
+            let both = |x: &[T], y: &[U]| -> Result<R> {
+                Ok(f(
+                    Elements::new(x, a.offset(), a.layout())?,
+                    Elements::new(y, b.offset(), b.layout())?,
+                ))
+            };
+            if std::ptr::from_ref(ca) < std::ptr::from_ref(cb) {
+                ca.with_slice::<T, _>(|x| cb.with_slice::<U, _>(|y| both(x, y)))??
+            } else {
+                cb.with_slice::<U, _>(|y| ca.with_slice::<T, _>(|x| both(x, y)))??
+            }
+        }
+        _ => {
+            let (x, lx) = copied::<T>(a)?;
+            let (y, ly) = copied::<U>(b)?;
+            Ok(f(Elements::new(&x, 0, &lx)?, Elements::new(&y, 0, &ly)?))
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Elementwise maps: one closure per element, generic over the element types, in parallel
+//! above [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD).
+
+use rayon::prelude::*;
+
+use super::access::{read, read_pair, Elements};
+use super::output::fresh_like;
+use super::parallel::{parallel, CHUNK};
+use crate::error::{ensure, Result};
+use crate::scalar::Element;
+use crate::tensor::Tensor;
+
+/// `f(a_i)` for every element of `a`, in a compact row-major tensor of `a`'s shape and fresh
+/// storage of `a`'s carrier class. `a` may have any layout (transposed, sliced, broadcast).
+pub fn map<T: Element, U: Element>(a: &Tensor, f: impl Fn(T) -> U + Sync) -> Result<Tensor> {
+    read::<T, _>(a, |x| {
+        fresh_like::<U>(a, |out| {
+            fill_from(out, &x, &f);
+            Ok(())
+        })
+    })?
+}
+
+/// `f(a_i, b_i)` for every position of `a` and `b`, which must have one shape (broadcast first:
+/// the ops do it through the differentiable stride-0 view, so gradients fold by the engine's
+/// rule). The result is compact row-major in fresh storage of `a`'s carrier class.
+pub fn zip<T: Element, U: Element, V: Element>(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(T, U) -> V + Sync,
+) -> Result<Tensor> {
+    ensure!(
+        a.shape() == b.shape(),
+        Value,
+        "elementwise operands must have one shape, got {} and {} (broadcast them first)",
+        a.shape(),
+        b.shape()
+    );
+    read_pair::<T, U, _>(a, b, |x, y| {
+        fresh_like::<V>(a, |out| {
+            zip_into(out, &x, &y, &f);
+            Ok(())
+        })
+    })?
+}
+
+fn fill_from<T: Element, U: Element>(
+    out: &mut [U],
+    x: &Elements<'_, T>,
+    f: &(impl Fn(T) -> U + Sync),
+) {
+    if let Some(xs) = x.as_slice() {
+        if parallel(out.len()) {
+            out.par_chunks_mut(CHUNK)
+                .zip(xs.par_chunks(CHUNK))
+                .for_each(|(o, s)| o.iter_mut().zip(s).for_each(|(o, &v)| *o = f(v)));
+        } else {
+            out.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
+        }
+        return;
+    }
+    let chunk = |start: usize, o: &mut [U]| {
+        let mut i = 0;
+        x.for_each_in(start, o.len(), |v| {
+            o[i] = f(v);
+            i += 1;
+        });
+    };
+    if parallel(out.len()) {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, o)| chunk(c * CHUNK, o));
+    } else {
+        chunk(0, out);
+    }
+}
+
+fn zip_into<T: Element, U: Element, V: Element>(
+    out: &mut [V],
+    x: &Elements<'_, T>,
+    y: &Elements<'_, U>,
+    f: &(impl Fn(T, U) -> V + Sync),
+) {
+    if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
+        let body = |o: &mut [V], a: &[T], b: &[U]| {
+            o.iter_mut()
+                .zip(a.iter().zip(b))
+                .for_each(|(o, (&p, &q))| *o = f(p, q));
+        };
+        if parallel(out.len()) {
+            out.par_chunks_mut(CHUNK)
+                .zip(xs.par_chunks(CHUNK).zip(ys.par_chunks(CHUNK)))
+                .for_each(|(o, (a, b))| body(o, a, b));
+        } else {
+            body(out, xs, ys);
+        }
+        return;
+    }
+    // Strided or broadcast operands: gather each chunk of one operand, then walk the other.
+    let chunk = |start: usize, o: &mut [V]| {
+        let mut left: Vec<T> = vec![T::default(); o.len()];
+        x.copy_range(start, &mut left);
+        let mut i = 0;
+        y.for_each_in(start, o.len(), |q| {
+            o[i] = f(left[i], q);
+            i += 1;
+        });
+    };
+    if parallel(out.len()) {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, o)| chunk(c * CHUNK, o));
+    } else {
+        for (c, o) in out.chunks_mut(CHUNK).enumerate() {
+            chunk(c * CHUNK, o);
+        }
+    }
+}

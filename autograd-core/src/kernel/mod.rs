@@ -1,0 +1,27 @@
+//! The kernel layer: typed access to a tensor's elements in the project's terms of layouts and
+//! carriers, results in the first input's carrier class, maps, reductions and row helpers,
+//! parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
+//! (one slice, strided runs, chunks for threads). User crates write kernels with it too.
+//!
+//! ```
+//! use autograd_core::{kernel, shape, Tensor};
+//! let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();
+//! // a transposed view: no copy, read through strided runs
+//! let t = a.transpose(0, 1).unwrap();
+//! let doubled = kernel::map(&t, |x: f32| 2.0 * x).unwrap();
+//! assert_eq!(doubled.values::<f32>().unwrap(), [2.0, 8.0, 4.0, 10.0, 6.0, 12.0]);
+//! let rows = kernel::reduce(&a, &[1], false, || 0.0f64, |acc, x: f32| acc + f64::from(x), |acc, _| acc as f32).unwrap();
+//! assert_eq!(rows.values::<f32>().unwrap(), [6.0, 15.0]);
+//! ```
+
+mod access;
+mod map;
+mod output;
+mod parallel;
+mod reduce;
+
+pub use access::{read, read_pair, Elements, Run};
+pub use map::{map, zip};
+pub use output::{fresh, fresh_like};
+pub use parallel::{threads, PARALLEL_THRESHOLD};
+pub use reduce::{map_rows, reduce, reduced_dims};

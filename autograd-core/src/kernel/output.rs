@@ -1,0 +1,55 @@
+//! Results: fresh storage in the first input's carrier class, written through `&mut [T]`.
+
+use std::sync::Arc;
+
+use crate::carrier::SMALL_F32;
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::scalar::{filled, Element};
+use crate::tensor::Tensor;
+
+/// A tensor of `layout` (compact: its storage order is its logical order) whose elements `f`
+/// writes in logical order, in fresh storage of `like`'s carrier class.
+pub fn fresh<T: Element>(
+    like: &Tensor,
+    layout: Arc<Layout>,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    let n = layout.size();
+    crate::error::ensure!(
+        n == layout.cosize() && layout.is_row_major_contiguous(),
+        Value,
+        "a kernel result needs a compact row-major layout, got {layout}"
+    );
+    // Small Float32 results go from a stack buffer straight into inline storage.
+    if n <= SMALL_F32 {
+        let mut small = [0.0f32; SMALL_F32];
+        if let Some(out) = T::from_f32_slice_mut(&mut small[..n]) {
+            f(out)?;
+            return like.f32_from_slice(&small[..n], layout);
+        }
+    }
+    let mut data = filled(n, T::default())?;
+    f(&mut data)?;
+    let carrier = like.part_carrier(0).fresh(T::into_buffer(data))?;
+    Ok(Tensor::from_carrier_unchecked(carrier, layout, T::DTYPE))
+}
+
+/// [`fresh`] with `like`'s shape: `like`'s own layout when that is compact row-major (no
+/// new layout to build), else the compact row-major layout of its shape.
+pub fn fresh_like<T: Element>(
+    like: &Tensor,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    fresh(like, compact_layout_of(like)?, f)
+}
+
+/// `t`'s layout when compact row-major, else the compact row-major layout of its shape.
+pub(crate) fn compact_layout_of(t: &Tensor) -> Result<Arc<Layout>> {
+    let l = t.layout();
+    if l.size() == l.cosize() && l.is_row_major_contiguous() {
+        Ok(t.layout_arc().clone())
+    } else {
+        Ok(Arc::new(Layout::compact_row_major(t.shape().clone())?))
+    }
+}

@@ -1,0 +1,132 @@
+//! Reductions over a list of axes, and row-wise maps over the last axis.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::access::read;
+use super::output::fresh;
+use super::parallel::parallel;
+use crate::error::{ensure, Result};
+use crate::layout::Layout;
+use crate::scalar::Element;
+use crate::tensor::Tensor;
+
+/// The result extents of reducing `dims` over `axes`: the kept extents in order, with `1` in
+/// place of each reduced axis when `keepdim`. Fails on an axis out of range or repeated.
+pub fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Result<Vec<usize>> {
+    let mut reduced = vec![false; dims.len()];
+    for &a in axes {
+        ensure!(
+            a < dims.len(),
+            Value,
+            "axis {a} is out of range for {} axes",
+            dims.len()
+        );
+        ensure!(!reduced[a], Value, "axis {a} is listed twice");
+        reduced[a] = true;
+    }
+    Ok(dims
+        .iter()
+        .zip(&reduced)
+        .filter_map(|(&d, &r)| match (r, keepdim) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect())
+}
+
+/// Folds the elements of `a` over the top-level axes `axes` (list every axis to reduce
+/// everything): for every kept position, `finish(fold(..fold(init(), x0).., x(r-1)), r)` over
+/// its `r` reduced elements in logical order. The accumulator may be a
+/// wider type than the elements (sum an `f32` tensor in `f64`). The result has
+/// [`reduced_dims`] extents, compact row-major, in fresh storage of `a`'s carrier class.
+pub fn reduce<T: Element, A, U: Element>(
+    a: &Tensor,
+    axes: &[usize],
+    keepdim: bool,
+    init: impl Fn() -> A + Sync,
+    fold: impl Fn(A, T) -> A + Sync,
+    finish: impl Fn(A, usize) -> U + Sync,
+) -> Result<Tensor> {
+    let l = a.layout();
+    let dims = l.dims();
+    let out_dims = reduced_dims(&dims, axes, keepdim)?;
+    // The kept modes first, then the reduced ones: each output's elements are then one
+    // consecutive stretch of the permuted layout's logical order.
+    let modes = l.modes();
+    let kept: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).collect();
+    let order: Vec<Layout> = kept.iter().chain(axes).map(|&i| modes[i].clone()).collect();
+    let permuted = if order.is_empty() {
+        l.clone()
+    } else {
+        Layout::from_modes(&order)?
+    };
+    let r: usize = axes.iter().map(|&i| dims[i]).product();
+    let out_layout = Arc::new(Layout::row_major(&out_dims)?);
+    read::<T, _>(a, |x| {
+        let x = x.relayout(&permuted)?;
+        fresh::<U>(a, out_layout, |out| {
+            let one = |k: usize| {
+                let mut acc = Some(init());
+                x.for_each_in(k * r, r, |v| acc = acc.take().map(|s| fold(s, v)));
+                acc.map(|s| finish(s, r))
+            };
+            if parallel(out.len().saturating_mul(r.max(1))) && out.len() > 1 {
+                out.par_iter_mut().enumerate().for_each(|(k, o)| {
+                    if let Some(v) = one(k) {
+                        *o = v;
+                    }
+                });
+            } else {
+                for (k, o) in out.iter_mut().enumerate() {
+                    if let Some(v) = one(k) {
+                        *o = v;
+                    }
+                }
+            }
+            Ok(())
+        })
+    })?
+}
+
+/// `f(row, out_row)` for every row along the last top-level axis of `a` (softmax and
+/// normalisation kernels): `row` is a contiguous slice (gathered when `a` is strided), and
+/// `out_row` the matching row of a compact row-major result of `a`'s shape in fresh storage of
+/// `a`'s carrier class.
+pub fn map_rows<T: Element, U: Element>(
+    a: &Tensor,
+    f: impl Fn(&[T], &mut [U]) + Sync,
+) -> Result<Tensor> {
+    let dims = a.dims();
+    let n = dims.last().copied().unwrap_or(1);
+    let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
+    read::<T, _>(a, |x| {
+        fresh::<U>(a, layout, |out| {
+            if n == 0 {
+                return Ok(());
+            }
+            let row = |k: usize, o: &mut [U], buf: &mut Vec<T>| {
+                if let Some(all) = x.as_slice() {
+                    f(&all[k * n..(k + 1) * n], o);
+                } else {
+                    buf.resize(n, T::default());
+                    x.copy_range(k * n, buf);
+                    f(buf, o);
+                }
+            };
+            if parallel(out.len()) {
+                out.par_chunks_mut(n)
+                    .enumerate()
+                    .for_each_init(Vec::new, |buf, (k, o)| row(k, o, buf));
+            } else {
+                let mut buf = Vec::new();
+                for (k, o) in out.chunks_mut(n).enumerate() {
+                    row(k, o, &mut buf);
+                }
+            }
+            Ok(())
+        })
+    })?
+}

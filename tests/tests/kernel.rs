@@ -1,0 +1,192 @@
+//! The kernel layer (issue 11): maps, zips, reductions and row maps read any layout
+//! (transposed, sliced, broadcast, nested) without copying, agree with plain loops over
+//! `values()`, run in parallel above the threshold, and keep the first input's carrier class.
+
+mod spec_support;
+
+use autograd_core::{kernel, shape, stride, CpuCarrier, ErrorKind, Layout, Tensor};
+use autograd_tests::{t, vals};
+use proptest::prelude::*;
+use spec_support::tc;
+
+/// A view of fresh storage: `dims` (1 to 3 axes) permuted by `perm`, optionally narrowed on
+/// axis 0 and broadcast along a new leading axis.
+fn view(dims: &[usize], perm: &[usize], narrow: bool, lead: usize) -> Tensor {
+    let n: usize = dims.iter().product();
+    let base = t(
+        &(0..n).map(|i| i as f32 * 0.5 - 3.0).collect::<Vec<_>>(),
+        dims,
+    );
+    let mut v = base.permute(&perm[..dims.len()]).unwrap();
+    if narrow && v.dims()[0] > 1 {
+        v = v.narrow(0, 1, v.dims()[0] - 1).unwrap();
+    }
+    if lead > 1 {
+        let mut to = vec![lead];
+        to.extend(v.dims());
+        v = v.broadcast_to(&to).unwrap();
+    }
+    v
+}
+
+fn layouts() -> impl Strategy<Value = Tensor> {
+    (
+        prop::collection::vec(1usize..5, 1..4),
+        Just([0usize, 1, 2]).prop_shuffle(),
+        any::<bool>(),
+        0usize..3,
+    )
+        .prop_map(|(dims, perm, narrow, lead)| {
+            let rank = dims.len();
+            let perm: Vec<usize> = perm.into_iter().filter(|&p| p < rank).collect();
+            view(&dims, &perm, narrow, lead)
+        })
+}
+
+proptest! {
+    #[test]
+    fn map_reads_any_layout_in_logical_order(x in layouts()) {
+        let y = kernel::map(&x, |v: f32| 2.0 * v + 1.0).unwrap();
+        let want: Vec<f32> = vals(&x).iter().map(|v| 2.0 * v + 1.0).collect();
+        prop_assert_eq!(vals(&y), want);
+        prop_assert_eq!(y.shape(), x.shape());
+        prop_assert!(y.layout().is_row_major_contiguous());
+    }
+
+    #[test]
+    fn zip_pairs_positions_of_two_layouts(x in layouts()) {
+        // the same values in a compact copy: a different layout of the same shape
+        let c = x.contiguous().unwrap();
+        let y = kernel::zip(&x, &c, |p: f32, q: f32| p * q - p).unwrap();
+        let want: Vec<f32> = vals(&x).iter().map(|p| p * p - p).collect();
+        prop_assert_eq!(vals(&y), want);
+    }
+
+    #[test]
+    fn reduce_sums_any_axes(x in layouts(), mask in 0u8..16, keepdim in any::<bool>()) {
+        let dims = x.dims();
+        let axes: Vec<usize> = (0..dims.len()).filter(|i| mask & (1 << i) != 0).collect();
+        let s = kernel::reduce(&x, &axes, keepdim, || 0.0f64, |a, v: f32| a + f64::from(v), |a, _| a as f32).unwrap();
+        prop_assert_eq!(s.dims(), kernel::reduced_dims(&dims, &axes, keepdim).unwrap());
+        // the reference: bucket every element by its kept coordinate
+        let values = vals(&x);
+        let kept: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).collect();
+        let out_n: usize = kept.iter().map(|&i| dims[i]).product();
+        let mut want = vec![0.0f64; out_n];
+        let mut coord = vec![0usize; dims.len()];
+        for v in values {
+            let k = kept.iter().fold(0, |acc, &i| acc * dims[i] + coord[i]);
+            want[k] += f64::from(v);
+            for a in (0..dims.len()).rev() {
+                coord[a] += 1;
+                if coord[a] < dims[a] { break; }
+                coord[a] = 0;
+            }
+        }
+        let got = vals(&s);
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!((f64::from(*g) - w).abs() < 1e-4, "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn map_rows_sees_each_last_axis_row(x in layouts()) {
+        let y = kernel::map_rows(&x, |row: &[f32], out: &mut [f32]| {
+            let total: f32 = row.iter().sum();
+            for (o, v) in out.iter_mut().zip(row) { *o = v - total; }
+        }).unwrap();
+        let n = *x.dims().last().unwrap();
+        let want: Vec<f32> = vals(&x).chunks(n).flat_map(|r| {
+            let total: f32 = r.iter().sum();
+            r.iter().map(move |v| v - total)
+        }).collect();
+        prop_assert_eq!(vals(&y), want);
+    }
+}
+
+#[test]
+fn large_strided_inputs_take_the_parallel_path_and_agree() {
+    let n = 300;
+    let a = t(
+        &(0..n * n).map(|i| (i % 97) as f32).collect::<Vec<_>>(),
+        &[n, n],
+    );
+    let at = a.transpose(0, 1).unwrap();
+    let y = kernel::map(&at, |v: f32| v + 1.0).unwrap();
+    let want: Vec<f32> = vals(&at).iter().map(|v| v + 1.0).collect();
+    assert_eq!(vals(&y), want);
+    let z = kernel::zip(&at, &a, |p: f32, q: f32| p - q).unwrap();
+    let want: Vec<f32> = vals(&at).iter().zip(vals(&a)).map(|(p, q)| p - q).collect();
+    assert_eq!(vals(&z), want);
+    let cols = kernel::reduce(
+        &a,
+        &[0],
+        false,
+        || 0.0f64,
+        |s, v: f32| s + f64::from(v),
+        |s, _| s as f32,
+    )
+    .unwrap();
+    let want: Vec<f32> = (0..n)
+        .map(|j| (0..n).map(|i| ((i * n + j) % 97) as f64).sum::<f64>() as f32)
+        .collect();
+    assert_eq!(vals(&cols), want);
+}
+
+#[test]
+fn results_keep_the_first_inputs_carrier_class() {
+    let x = tc(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let y = kernel::map(&x, |v: f32| v * 3.0).unwrap();
+    assert_eq!(y.carrier().unwrap().class_name(), "TestCarrier");
+    assert_eq!(vals(&y), [3.0, 6.0, 9.0, 12.0]);
+    let s = kernel::reduce(&x, &[0, 1], false, || 0.0f32, |a, v: f32| a + v, |a, _| a).unwrap();
+    assert_eq!(s.carrier().unwrap().class_name(), "TestCarrier");
+    assert_eq!(vals(&s), [10.0]);
+}
+
+#[test]
+fn elements_expose_slices_runs_and_array_views() {
+    let a = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    kernel::read::<f32, _>(&a, |e| {
+        assert_eq!(e.as_slice(), Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0][..]));
+    })
+    .unwrap();
+    let at = a.transpose(0, 1).unwrap();
+    kernel::read::<f32, _>(&at, |e| {
+        assert!(e.as_slice().is_none());
+        let mut runs = Vec::new();
+        e.for_each_run_in(0, e.len(), |r| runs.push((r.start, r.len, r.stride)));
+        assert_eq!(runs, [(0, 2, 3), (1, 2, 3), (2, 2, 3)]);
+        let v = e.array_view().unwrap();
+        assert_eq!(v.shape(), &[3, 2]);
+        assert_eq!(v[[2, 1]], 6.0);
+    })
+    .unwrap();
+    // a broadcast leaf: one run of stride 0
+    let b = Tensor::from_parts(
+        CpuCarrier::from_vec(vec![7.0f32]),
+        Layout::new(shape![4], stride![0]).unwrap(),
+        0,
+    )
+    .unwrap();
+    kernel::read::<f32, _>(&b, |e| {
+        let mut runs = Vec::new();
+        e.for_each_run_in(1, 2, |r| runs.push((r.start, r.len, r.stride)));
+        assert_eq!(runs, [(0, 2, 0)]);
+    })
+    .unwrap();
+}
+
+#[test]
+fn bad_inputs_are_errors_of_the_right_kind() {
+    let a = t(&[1.0, 2.0], &[2]);
+    let b = t(&[1.0, 2.0, 3.0], &[3]);
+    let zipped = kernel::zip(&a, &b, |p: f32, q: f32| p + q);
+    assert_eq!(zipped.unwrap_err().kind(), ErrorKind::Value);
+    let reduce =
+        |axes: &[usize]| kernel::reduce(&a, axes, false, || 0.0f32, |s, v: f32| s + v, |s, _| s);
+    assert_eq!(reduce(&[1]).unwrap_err().kind(), ErrorKind::Value);
+    assert_eq!(reduce(&[0, 0]).unwrap_err().kind(), ErrorKind::Value);
+    let wrong_type = kernel::map(&a, |v: i32| v);
+    assert_eq!(wrong_type.unwrap_err().kind(), ErrorKind::Type);
+}
