@@ -15,6 +15,7 @@ pub mod layout;
 mod mutation;
 mod needs_grad;
 mod op;
+pub mod ops;
 mod scalar;
 pub mod tape;
 mod tensor;
@@ -44,7 +45,6 @@ pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 #[path = "macro_support.rs"]
 pub mod __private;
 
-#[cfg(feature = "macros")]
 pub use autograd_macros::differentiable;
 
 pub use captured::Captured;

@@ -1,13 +1,7 @@
 //! The StrideWeave op library.
 //!
-//! Every op is written with `#[differentiable]`: the forward kernel and its vector-Jacobian
-//! product side by side. So far: elementwise add and multiply, scaling, sum and broadcast.
+//! The tensor ops (elementwise, reductions, views, linear algebra) live in
+//! [`autograd_core::ops`], beside `Tensor`, so that operators and method forms can use them;
+//! this crate re-exports them and will hold the network ops and optimizers.
 
-mod elementwise;
-mod kernel;
-mod reduce;
-mod view;
-
-pub use elementwise::{add, add_scalar, mul, mul_scalar};
-pub use reduce::sum;
-pub use view::broadcast_to;
+pub use autograd_core::ops::*;

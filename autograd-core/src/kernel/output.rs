@@ -17,7 +17,7 @@ pub fn fresh<T: Element>(
 ) -> Result<Tensor> {
     let n = layout.size();
     crate::error::ensure!(
-        n == layout.cosize() && layout.is_row_major_contiguous(),
+        n == 0 || (n == layout.cosize() && layout.is_row_major_contiguous()),
         Value,
         "a kernel result needs a compact row-major layout, got {layout}"
     );

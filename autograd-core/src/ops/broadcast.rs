@@ -1,9 +1,9 @@
-//! Differentiable views.
+//! Broadcasting: the differentiable stride-0 view binary ops broadcast their operands with.
 
-use autograd_core::{differentiable, Result, Tensor};
+use crate::{differentiable, Result, Tensor};
 
 /// A stride-0 view of `a` with top-level extents `dims` (numpy rules), sharing its storage.
-#[differentiable]
+#[differentiable(crate = crate)]
 pub fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
     // The cotangent is per logical position of the result (the engine folds broadcast aliases
     // only into `.grad`), so each element of `a` receives the sum over its repetitions.

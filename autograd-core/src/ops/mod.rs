@@ -1,0 +1,12 @@
+//! The tensor op library: every op written with `#[differentiable]` over the
+//! [kernel layer](crate::kernel), so each forward kernel sits beside its vector-Jacobian
+//! product. It lives in the crate that defines `Tensor`, so operators (`&a + &b`) and method
+//! forms can call it.
+
+mod broadcast;
+mod elementwise;
+mod reduce;
+
+pub use broadcast::broadcast_to;
+pub use elementwise::{add, add_scalar, mul, mul_scalar};
+pub use reduce::sum;
