@@ -101,10 +101,12 @@ impl<'a> Output<'a> {
         (t.elems.len() >= 2 && t.elems.iter().all(is_tensor)).then_some(t.elems.len())
     }
 
-    /// The number of outputs the rest of the checks assume: the declared count, else 1 (a
-    /// wrong return type is reported once, on its own).
+    /// The number of outputs messages assume: the declared count, else the arity of a
+    /// written tuple of several entries, else 1 (a wrong return type is reported on its own).
     pub(crate) fn assumed(&self) -> usize {
-        self.count().unwrap_or(1)
+        self.count()
+            .or_else(|| self.tuple().map(|t| t.elems.len()).filter(|&n| n > 1))
+            .unwrap_or(1)
     }
 }
 

@@ -361,7 +361,8 @@ fn check_cotangent(cx: &Ctxt, f: &Function, vjp: &Vjp) {
                         "the first vjp parameter is the cotangent; `{name}` names {what}: add a cotangent parameter first, e.g. `g: {spelled}`"
                     ),
                 );
-            } else {
+            } else if f.output.count().is_some() {
+                // (a wrong forward output is reported on its own)
                 check_cotangent_type(cx, f, n, &p.ty);
             }
         }
@@ -421,7 +422,8 @@ fn check_cotangent_type(cx: &Ctxt, f: &Function, n: usize, ty: &Type) {
         None if is_tensor_ref(ty) || is_tensor(ty) => cx.error_spanned_by(
             ty,
             format_args!(
-                "`{name}` has {n} outputs, so one tensor cannot be its cotangent: take one per output, `g: {spelled}`, `None` for an output the traversal did not reach (destructure it if you like: `(ga, gb): ...`)"
+                "`{name}` has {n} outputs, so one tensor cannot be its cotangent: take one per output, `g: {spelled}` (or destructured, `({}): ...`), `None` for an output the traversal did not reach",
+                (0..n).map(|k| format!("g{k}")).collect::<Vec<_>>().join(", ")
             ),
         ),
         None => cx.error_spanned_by(
@@ -574,7 +576,9 @@ fn names_cotangent(f: &Function, name: &syn::Ident) -> bool {
 /// reference or by value.
 fn check_output_param(cx: &Ctxt, f: &Function, ty: &Type) {
     let tensor_like = |t: &Type| is_tensor(t) || is_tensor_ref(t);
-    let n = f.output.assumed();
+    let Some(n) = f.output.count() else {
+        return; // a wrong forward output is reported on its own
+    };
     if n == 1 {
         if !tensor_like(ty) {
             cx.error_spanned_by(

@@ -295,8 +295,8 @@ pub(crate) fn generate(
         _ => None,
     });
 
-    // The signature: the user's, returning `Result` of its output(s), with `Captured` bounds on the
-    // generic parameters the node stores (one of them could be `Tensor`).
+    // The signature: the user's, returning `Result` of its output(s), with `Captured` bounds on
+    // the generic parameters the node stores (one of them could be `Tensor`).
     let mut generics = sig.generics.clone();
     for s in &plan.stored {
         for t in type_params_in(&sig.generics, s.checked) {
