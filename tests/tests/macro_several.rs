@@ -348,6 +348,17 @@ fn an_int32_second_output_has_no_node_and_no_cotangent() {
 }
 
 #[test]
+fn the_second_output_as_the_root_of_a_traversal() {
+    let x = x4();
+    let (_a, b) = split_halves(&x).unwrap();
+    calls();
+    b.backward_with(Some(&t(&[1.0, -1.0], &[2])), false)
+        .unwrap();
+    assert_eq!(grad_vals(&x).unwrap(), [0.0, 0.0, 3.0, -3.0]);
+    assert_eq!(calls(), [vec![false, true]]);
+}
+
+#[test]
 fn functional_grad_through_the_second_output() {
     let x = x4();
     let (_a, b) = split_halves(&x).unwrap();
