@@ -5,6 +5,7 @@
 //! expansion stays short and the messages are written once.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{bail, ensure};
@@ -32,6 +33,89 @@ pub fn check_cotangent(node: &dyn Operation, g: &Tensor, output: &Layout) -> Res
         output.shape()
     );
     Ok(())
+}
+
+/// What a node with several results keeps of each: its layout (the shape its cotangent must
+/// have) and whether it is differentiable (only a differentiable result can have a cotangent).
+#[derive(Debug)]
+pub struct OutputInfo {
+    layout: Arc<Layout>,
+    differentiable: bool,
+}
+
+impl OutputInfo {
+    /// What the node keeps of `result`.
+    pub fn of(result: &Tensor) -> OutputInfo {
+        OutputInfo {
+            layout: Arc::clone(result.layout_arc()),
+            differentiable: result.is_differentiable(),
+        }
+    }
+}
+
+/// [`check_cotangent`] for a node with several results: one entry per result, and each
+/// present cotangent belongs to a differentiable result and has its shape.
+pub fn check_cotangents(
+    node: &dyn Operation,
+    gradients: &[Option<Tensor>],
+    outputs: &[OutputInfo],
+) -> Result<()> {
+    ensure!(
+        gradients.len() == outputs.len(),
+        Value,
+        "{} (recorded at {}) has {} results but was given {} cotangents; pass one per result, `None` for a result not reached",
+        node.name(),
+        node.saved().location(),
+        outputs.len(),
+        gradients.len()
+    );
+    for (k, (g, out)) in gradients.iter().zip(outputs).enumerate() {
+        let Some(g) = g else { continue };
+        ensure!(
+            out.differentiable,
+            Value,
+            "result {k} of {} (recorded at {}) is not differentiable, so it has no cotangent; pass `None` for it",
+            node.name(),
+            node.saved().location()
+        );
+        ensure!(
+            g.shape() == out.layout.shape(),
+            Value,
+            "the cotangent of result {k} of {} (recorded at {}) has shape {} but that result has shape {}",
+            node.name(),
+            node.saved().location(),
+            g.shape(),
+            out.layout.shape()
+        );
+    }
+    Ok(())
+}
+
+/// The error of [`Operation::backward`] on a node with several results: one cotangent cannot
+/// say which result it belongs to.
+pub fn several_results_backward(node: &dyn Operation) -> Error {
+    Error::Runtime(format!(
+        "{} (recorded at {}) has {} results: call Operation::backward_outputs with one cotangent per result (`None` for a result not reached), not backward",
+        node.name(),
+        node.saved().location(),
+        node.outputs()
+    ))
+}
+
+/// [`Recording::finish_several`] for a fixed number of results.
+pub fn finish_several<const N: usize, O: Operation>(
+    recording: Recording,
+    results: [Tensor; N],
+    context: Vec<Tensor>,
+    make: impl FnOnce(SavedState) -> O,
+) -> Result<[Tensor; N]> {
+    let results = recording.finish_several(results.into(), context, make)?;
+    <[Tensor; N]>::try_from(results).map_err(|r| {
+        Error::Runtime(format!(
+            "finish_several returned {} results for {N}",
+            r.len()
+        ))
+    })
 }
 
 /// Checks that no residual kept in the node's context (`names[i]` for `context[i]`) was

@@ -39,6 +39,75 @@ pub(crate) struct Function<'a> {
     pub(crate) stray_residuals: Vec<&'a Attribute>,
     /// Names bound by the other `let`s at the top level of the body (the VJP cannot read them).
     pub(crate) locals: Vec<&'a Ident>,
+    /// The declared return type, classified.
+    pub(crate) output: Output<'a>,
+}
+
+/// The forward's return type: `Result<T>`, `Result<T, E>` or plain `T`, where `T` is one
+/// tensor or a tuple of several.
+pub(crate) struct Output<'a> {
+    /// The declared type (`None` when omitted).
+    pub(crate) ty: Option<&'a Type>,
+    /// `T`: the whole type when it is not a `Result`.
+    pub(crate) ok: Option<&'a Type>,
+    /// Whether the type is a `Result`.
+    pub(crate) fallible: bool,
+    /// `E` of `Result<T, E>`.
+    pub(crate) error_type: Option<&'a Type>,
+}
+
+impl<'a> Output<'a> {
+    fn from_syn(ret: &'a ReturnType) -> Output<'a> {
+        let ReturnType::Type(_, ty) = ret else {
+            return Output {
+                ty: None,
+                ok: None,
+                fallible: false,
+                error_type: None,
+            };
+        };
+        let (ok, fallible, error_type) = match result_types(ty) {
+            Some((ok, e)) if !is_tensor(ty) => (ok, true, e),
+            _ => (&**ty, false, None),
+        };
+        Output {
+            ty: Some(ty),
+            ok: Some(ok),
+            fallible,
+            error_type,
+        }
+    }
+
+    /// The tuple of several outputs, `(Tensor, Tensor, ...)` as written (not yet validated).
+    pub(crate) fn tuple(&self) -> Option<&'a TypeTuple> {
+        let mut ty = self.ok?;
+        loop {
+            match ty {
+                Type::Tuple(t) => return Some(t),
+                Type::Group(g) => ty = &g.elem,
+                Type::Paren(p) => ty = &p.elem,
+                _ => return None,
+            }
+        }
+    }
+
+    /// How many tensors the forward returns: 1 for `Tensor`, `N` for a tuple of `N >= 2`
+    /// tensors; `None` for anything else (a mistake `valid.rs` reports).
+    pub(crate) fn count(&self) -> Option<usize> {
+        if self.ok.is_some_and(is_tensor) {
+            return Some(1);
+        }
+        let t = self.tuple()?;
+        (t.elems.len() >= 2 && t.elems.iter().all(is_tensor)).then_some(t.elems.len())
+    }
+
+    /// The number of outputs messages assume: the declared count, else the arity of a
+    /// written tuple of several entries, else 1 (a wrong return type is reported on its own).
+    pub(crate) fn assumed(&self) -> usize {
+        self.count()
+            .or_else(|| self.tuple().map(|t| t.elems.len()).filter(|&n| n > 1))
+            .unwrap_or(1)
+    }
 }
 
 /// A statement of the forward body and what expansion does with it.
@@ -231,6 +300,7 @@ impl<'a> Function<'a> {
             residuals,
             stray_residuals: strays.found,
             locals,
+            output: Output::from_syn(&original.sig.output),
         }
     }
 
@@ -422,7 +492,7 @@ fn plain_ident(pat: &Pat) -> Option<&Ident> {
 }
 
 /// Every name `pat` binds.
-fn pattern_names<'a>(pat: &'a Pat, out: &mut Vec<&'a Ident>) {
+pub(crate) fn pattern_names<'a>(pat: &'a Pat, out: &mut Vec<&'a Ident>) {
     struct Binder<'a, 'o>(&'o mut Vec<&'a Ident>);
     impl<'a> Visit<'a> for Binder<'a, '_> {
         fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {

@@ -84,10 +84,11 @@
 //!   value, neither saved nor version-checked, so the generated code asserts at compile time
 //!   that such types are not `Tensor`.
 //! - **Forward.** The body runs with graph construction disabled and returns `Result<Tensor>`
-//!   of `autograd_core` (or `Tensor`; `Result<Tensor, Error>` spelled out is the same). A node
-//!   is recorded only when graph construction is enabled, some tensor input is differentiable
-//!   and the result is differentiable; whether or not it is, the caller gets a handle of its
-//!   own (never an input handed back, nor an input's node). `#[residual] let name = ...;` at
+//!   of `autograd_core` (or `Tensor`; `Result<Tensor, Error>` spelled out is the same), or a
+//!   tuple of two or more tensors for several outputs (below). A node is recorded only when
+//!   graph construction is enabled, some tensor input is differentiable and the result (some
+//!   result) is differentiable; whether or not it is, the caller gets a handle of its own for
+//!   every result (never an input handed back, nor an input's node). `#[residual] let name = ...;` at
 //!   the top level of the body keeps a value for the VJP, as it is when bound (so a residual
 //!   cannot be `let mut`: compute it completely in a block first); the VJP must take every
 //!   residual. A tensor residual (no type, or `: Tensor`) is kept in the node's context and
@@ -99,9 +100,10 @@
 //!   check. The VJP is a nested `fn`, so it cannot read the forward body's locals: reading one
 //!   is an error that says to make it a residual.
 //! - **VJP.** `fn vjp(g: &Tensor, ...)`: the first parameter is the cotangent of the output
-//!   (it cannot bear the name of a forward parameter, `output` or a residual: that is a VJP
-//!   that forgot its cotangent); the others, in any order and any subset, name forward
-//!   parameters, `output` (the forward result, version-checked) or residuals, and are passed by
+//!   (a tuple of them for several outputs; it cannot bear the name of a forward parameter,
+//!   `output` or a residual: that is a VJP that forgot its cotangent); the others, in any order
+//!   and any subset, name forward parameters, `output` (the forward result, kept detached and
+//!   version-checked; a tuple for several outputs) or residuals, and are passed by
 //!   reference or by value as the VJP declares them (not `&mut`; a captured value's type must
 //!   match the forward's); `_x` names `x`, for a parameter the body does not read. An optional
 //!   input is taken as `Option<&Tensor>` or `Option<Tensor>`. The VJP is a plain `fn`: not
@@ -122,7 +124,7 @@
 //!   data batch's gradient), so the VJP may skip it and return `None`; an unwanted gradient it
 //!   returns anyway is dropped. The node implements `Operation::backward_needed`, which the
 //!   engine calls with its mask, and `backward` as `backward_needed` with every gradient
-//!   wanted.
+//!   wanted (for several outputs, `backward_outputs` gets the same mask).
 //! - **Layouts and broadcasting.** VJPs need not care about strides: a gradient whose shape
 //!   matches its input but whose layout does not is re-laid out to the input's layout. A VJP
 //!   receives the cotangent of its result per logical position, in an injective layout,
@@ -161,10 +163,65 @@
 //!   # Ok(())
 //!   # }
 //!   ```
+//! - **Several outputs.** A forward returning `Result<(Tensor, Tensor)>` (any arity from two;
+//!   `(Tensor, Tensor)` when it cannot fail) records *one* node per call, and the public
+//!   function returns `Result<(Tensor, Tensor)>`. Every differentiable result's
+//!   `autograd_ctx` is that node (`Arc::ptr_eq`); a result that is not differentiable (the
+//!   Int32 indices of a max) gets none. The VJP's first parameter is one cotangent per output,
+//!   in order, as a tuple `g: (Option<&Tensor>, Option<&Tensor>)` (destructure it if you like:
+//!   `(ga, gb): (Option<&Tensor>, Option<&Tensor>)`): `None` for an output the traversal did not
+//!   reach, and always `None` for a non-differentiable one; the engine runs the VJP once per
+//!   traversal, with every reached cotangent, and never when no output was reached. It still
+//!   returns one gradient per tensor input, and the mask, layouts and broadcast rules are those
+//!   of one output, per output. `output` is a tuple too, `output: (&Tensor, &Tensor)` (each
+//!   entry `&Tensor` or `Tensor`): detached copies of the results, so the node never owns its
+//!   own results, each version-checked like a residual (`output.1` in messages). The node
+//!   reports `Operation::outputs() == N` and implements `Operation::backward_outputs` (the
+//!   engine's entry point; called directly with no cotangent at all, it returns no gradients
+//!   without running the VJP); `Operation::backward` with one cotangent is a `Runtime` error,
+//!   since one tensor cannot say which output it belongs to.
+//!
+//!   ```
+//!   use autograd_core::{differentiable, DType, Result, Tensor};
+//!
+//!   /// The largest value of `x` and its index (an Int32 tensor, not differentiable).
+//!   #[differentiable]
+//!   fn max_with_index(x: &Tensor) -> Result<(Tensor, Tensor)> {
+//!       // d max = g at the argmax; the index has no cotangent (its entry is always `None`)
+//!       fn vjp(
+//!           (g, _): (Option<&Tensor>, Option<&Tensor>),
+//!           x: &Tensor,
+//!           output: (&Tensor, &Tensor),
+//!       ) -> Result<Option<Tensor>> {
+//!           let mut dx = vec![0.0; x.size()];
+//!           if let Some(g) = g {
+//!               dx[output.1.values::<i32>()?[0] as usize] = g.values::<f32>()?[0];
+//!           }
+//!           Ok(Some(x.f32_like(dx)?))
+//!       }
+//!       let v = x.values::<f32>()?;
+//!       let i = (0..v.len()).fold(0, |m, i| if v[i] > v[m] { i } else { m });
+//!       Ok((
+//!           Tensor::from_vec(vec![v[i]], autograd_core::shape![1])?,
+//!           Tensor::from_vec(vec![i as i32], autograd_core::shape![1])?,
+//!       ))
+//!   }
+//!
+//!   # fn main() -> Result<()> {
+//!   let x = Tensor::from_vec(vec![1.0f32, 4.0, 2.0], autograd_core::shape![3])?;
+//!   let (max, index) = max_with_index(&x)?;
+//!   assert_eq!(index.dtype(), &DType::Int32);
+//!   assert!(index.autograd_ctx().is_none());
+//!   assert_eq!(max.autograd_ctx().unwrap().outputs(), 2);
+//!   max.backward()?;
+//!   assert_eq!(x.grad()?.unwrap().values::<f32>()?, [0.0, 1.0, 0.0]);
+//!   # Ok(())
+//!   # }
+//!   ```
 //! - **Items** (`use`, helper `fn`s) in the forward body are visible to the VJP too.
 //! - **Generated code.** The function keeps its name, visibility, attributes, docs and
 //!   generics, gains `#[track_caller]` (errors about the node name the caller's location) and
-//!   returns `autograd_core::Result<Tensor>`. The node's `Operation::name` is the function's
+//!   returns `autograd_core::Result<Tensor>` (`Result<(Tensor, Tensor)>` for two outputs). The node's `Operation::name` is the function's
 //!   name, and its errors name parameters: ``input 1 (`b`) of mul``. Generated code reaches
 //!   the library only through `autograd_core::__private`; in a crate that renames or wraps
 //!   `autograd_core`, write `#[differentiable(crate = path::to::autograd_core)]` (a path

@@ -23,12 +23,14 @@ pub(crate) struct Plan<'a, 'f> {
     pub(crate) f: &'f Function<'a>,
     /// `<crate>::__private`: every path to the library.
     pub(crate) p: TokenStream,
+    /// How many tensors the forward returns (`Tensor`: 1; a tuple: its arity).
+    pub(crate) outputs: usize,
     /// The tensor inputs in parameter order (gradient order).
     pub(crate) inputs: Vec<TensorInput<'a, 'f>>,
     /// How many inputs have a count known only at run time (optional inputs and slices).
     pub(crate) n_counts: usize,
-    /// The node's context tensors, version-checked: the output (when read), then the tensor
-    /// residuals the VJP reads.
+    /// The node's context tensors, version-checked: the outputs (when read, all of them, in
+    /// order), then the tensor residuals the VJP reads.
     pub(crate) context: Vec<ContextItem>,
     /// Values the node owns for the VJP.
     pub(crate) stored: Vec<Stored<'a>>,
@@ -64,8 +66,8 @@ pub(crate) struct ContextItem {
 }
 
 pub(crate) enum ContextSource {
-    /// The forward result (kept detached, so the node never owns its own result).
-    Output,
+    /// Forward result `k` (kept detached, so the node never owns its own result).
+    Output(usize),
     /// Residual number `i` (index among all residuals).
     Residual(usize),
 }
@@ -100,6 +102,8 @@ pub(crate) enum Source {
     Input(usize),
     /// Context tensor `c`.
     Context(usize),
+    /// The forward output: context tensors `0..outputs`, one tensor or a tuple of them.
+    Output,
     /// Node field `s` (index into `Plan::stored`).
     Field(usize),
     /// The wanted-gradient mask.
@@ -110,6 +114,7 @@ impl<'a, 'f> Plan<'a, 'f> {
     /// The plan of `f`, whose generated code reaches the library through `p`.
     pub(crate) fn new(f: &'f Function<'a>, p: TokenStream) -> Plan<'a, 'f> {
         let vjp = f.vjp();
+        let outputs = f.output.count().expect("validated forward output");
 
         let mut n_counts = 0;
         let inputs: Vec<TensorInput> = f
@@ -137,10 +142,17 @@ impl<'a, 'f> Plan<'a, 'f> {
         let targets: Vec<Option<Target>> = vjp.params.iter().map(|vp| f.target(vp)).collect();
         let mut context = Vec::new();
         if targets.iter().any(|t| matches!(t, Some(Target::Output))) {
-            context.push(ContextItem {
-                name: crate::ast::OUTPUT.to_owned(),
-                source: ContextSource::Output,
-            });
+            for k in 0..outputs {
+                let name = if outputs == 1 {
+                    crate::ast::OUTPUT.to_owned()
+                } else {
+                    format!("{}.{k}", crate::ast::OUTPUT)
+                };
+                context.push(ContextItem {
+                    name,
+                    source: ContextSource::Output(k),
+                });
+            }
         }
         let mut stored = Vec::new();
         for (i, r) in f.residuals.iter().enumerate() {
@@ -195,7 +207,7 @@ impl<'a, 'f> Plan<'a, 'f> {
             .map(|(vp, target)| {
                 let source = match target.expect("validated vjp parameter") {
                     Target::Needs => Source::Needs,
-                    Target::Output => Source::Context(0),
+                    Target::Output => Source::Output,
                     Target::Param(param) => {
                         if let Some(k) = inputs.iter().position(|t| std::ptr::eq(t.param, param)) {
                             Source::Input(k)
@@ -234,6 +246,7 @@ impl<'a, 'f> Plan<'a, 'f> {
         Plan {
             f,
             p,
+            outputs,
             inputs,
             n_counts,
             context,
@@ -241,6 +254,11 @@ impl<'a, 'f> Plan<'a, 'f> {
             args,
             wants_mask,
         }
+    }
+
+    /// Whether the forward returns several tensors (a node with several results).
+    pub(crate) fn several(&self) -> bool {
+        self.outputs > 1
     }
 
     /// Whether saved positions are known only at run time.

@@ -9,12 +9,31 @@ use quote::ToTokens;
 use syn::{FnArg, Meta, ReturnType, Safety, Type};
 
 use crate::ast::{
-    is_tensor, is_tensor_ref, mentions_tensor, option_inner, outer_name, result_types, Function,
+    is_tensor, is_tensor_ref, mentions_tensor, option_inner, outer_name, pattern_names, Function,
     Grads, Input, Target, Vjp, OUTPUT,
 };
 use crate::ctxt::Ctxt;
 
-const FORWARD_RETURN: &str = "a #[differentiable] function returns its output tensor: declare `-> Result<Tensor>` (autograd_core's `Result`) or `-> Tensor`";
+const FORWARD_RETURN: &str = "a #[differentiable] function returns its output tensor: declare `-> Result<Tensor>` (autograd_core's `Result`) or `-> Tensor`; several outputs are a tuple, `-> Result<(Tensor, Tensor)>`";
+
+/// How the VJP declares its cotangent for a function with `n` outputs: `&Tensor` for one, a
+/// tuple of one `Option<&Tensor>` per output for several.
+pub(crate) fn cotangent_spelling(n: usize) -> String {
+    if n == 1 {
+        "&Tensor".to_owned()
+    } else {
+        format!("({})", vec!["Option<&Tensor>"; n].join(", "))
+    }
+}
+
+/// How the VJP takes `output` for a function with `n` outputs.
+fn output_spelling(n: usize) -> String {
+    if n == 1 {
+        "&Tensor".to_owned()
+    } else {
+        format!("({})", vec!["&Tensor"; n].join(", "))
+    }
+}
 
 pub(crate) fn check(cx: &Ctxt, f: &Function) {
     check_signature(cx, f);
@@ -27,8 +46,9 @@ pub(crate) fn check(cx: &Ctxt, f: &Function) {
         [] => cx.error_spanned_by(
             &f.original.sig.ident,
             format_args!(
-                "`{}` has no vjp: add a nested `fn vjp(g: &Tensor, ...) -> Result<...>` to its body that returns one gradient per tensor input",
-                f.name()
+                "`{}` has no vjp: add a nested `fn vjp(g: {}, ...) -> Result<...>` to its body that returns one gradient per tensor input",
+                f.name(),
+                cotangent_spelling(f.output.assumed()),
             ),
         ),
         [vjp] => check_vjp(cx, f, vjp, params_ok),
@@ -125,20 +145,43 @@ fn check_params(cx: &Ctxt, f: &Function) -> bool {
 }
 
 fn check_forward_output(cx: &Ctxt, f: &Function) {
-    match &f.original.sig.output {
-        ReturnType::Default => cx.error_spanned_by(&f.original.sig.ident, FORWARD_RETURN),
-        ReturnType::Type(_, ty) => match result_types(ty) {
-            _ if is_tensor(ty) => {}
-            Some((ok, None)) if is_tensor(ok) => {}
-            // `Result<Tensor, Error>` spelled out: the generated `?` converts it, and rustc
-            // points at this type if it is some other `Error`.
-            Some((ok, Some(err))) if is_tensor(ok) && outer_name(err).as_deref() == Some("Error") => {}
-            Some((ok, Some(err))) if is_tensor(ok) => cx.error_spanned_by(
+    let out = &f.output;
+    let Some(ty) = out.ty else {
+        cx.error_spanned_by(&f.original.sig.ident, FORWARD_RETURN);
+        return;
+    };
+    if out.count().is_some() {
+        // `Result<Tensor, Error>` spelled out: the generated `?` converts it, and rustc
+        // points at this type if it is some other `Error`.
+        if let Some(err) = out
+            .error_type
+            .filter(|e| outer_name(e).as_deref() != Some("Error"))
+        {
+            cx.error_spanned_by(
                 err,
                 "the forward body's errors become autograd_core errors: declare `-> Result<Tensor>` with autograd_core's `Result` (or `-> Tensor`)",
-            ),
-            _ => cx.error_spanned_by(ty, FORWARD_RETURN),
-        },
+            );
+        }
+        return;
+    }
+    match out.tuple() {
+        Some(t) if t.elems.len() == 1 => cx.error_spanned_by(
+            t,
+            "one output is returned as `Tensor`, not as a one-element tuple; a tuple is for two or more outputs",
+        ),
+        Some(t) if t.elems.len() > 1 => {
+            for (k, elem) in t.elems.iter().enumerate() {
+                if !is_tensor(elem) {
+                    cx.error_spanned_by(
+                        elem,
+                        format_args!(
+                            "output {k} is not a tensor: every output of a #[differentiable] function is a `Tensor` (indices are an Int32 tensor); compute other values outside the op"
+                        ),
+                    );
+                }
+            }
+        }
+        _ => cx.error_spanned_by(ty, FORWARD_RETURN),
     }
 }
 
@@ -277,43 +320,118 @@ fn check_vjp(cx: &Ctxt, f: &Function, vjp: &Vjp, params_ok: bool) {
 }
 
 fn check_cotangent(cx: &Ctxt, f: &Function, vjp: &Vjp) {
-    const COTANGENT: &str =
-        "the vjp's first parameter is the cotangent of the output and must be `&Tensor`";
+    let n = f.output.assumed();
+    let spelled = cotangent_spelling(n);
     match vjp.cotangent {
         None => cx.error_spanned_by(
             &vjp.original.sig.ident,
-            "the vjp takes the cotangent of the output as its first parameter: `fn vjp(g: &Tensor, ...)`",
+            if n == 1 {
+                "the vjp takes the cotangent of the output as its first parameter: `fn vjp(g: &Tensor, ...)`".to_owned()
+            } else {
+                format!(
+                    "the vjp takes the cotangents of the {n} outputs as its first parameter, `None` for an output the traversal did not reach: `fn vjp(g: {spelled}, ...)`"
+                )
+            },
         ),
-        Some(FnArg::Receiver(r)) => cx.error_spanned_by(r, COTANGENT),
+        Some(FnArg::Receiver(r)) => cx.error_spanned_by(
+            r,
+            format_args!("the vjp's first parameter is the cotangent and must be `{spelled}`"),
+        ),
         Some(FnArg::Typed(p)) => {
             // A first parameter named like a forward value was meant as that value: passing
             // the cotangent under its name would compile and give wrong gradients.
-            let name = match &*p.pat {
-                syn::Pat::Ident(i) => Some(&i.ident),
-                _ => None,
-            };
-            let what = name.and_then(|n| {
-                if n == OUTPUT {
-                    Some("the forward output")
+            let mut names = Vec::new();
+            pattern_names(&p.pat, &mut names);
+            let named = names.into_iter().find_map(|n| {
+                let what = if n == OUTPUT {
+                    "the forward output"
                 } else if f.param_named(n).is_some() {
-                    Some("a forward parameter")
+                    "a forward parameter"
                 } else if f.residual_named(n).is_some() {
-                    Some("a residual")
+                    "a residual"
                 } else {
-                    None
-                }
+                    return None;
+                };
+                Some((n, what))
             });
-            if let (Some(name), Some(what)) = (name, what) {
+            if let Some((name, what)) = named {
                 cx.error_spanned_by(
                     name,
                     format_args!(
-                        "the first vjp parameter is the cotangent; `{name}` names {what}: add a cotangent parameter first, e.g. `g: &Tensor`"
+                        "the first vjp parameter is the cotangent; `{name}` names {what}: add a cotangent parameter first, e.g. `g: {spelled}`"
                     ),
                 );
-            } else if !is_tensor_ref(&p.ty) {
-                cx.error_spanned_by(&p.ty, COTANGENT);
+            } else if f.output.count().is_some() {
+                // (a wrong forward output is reported on its own)
+                check_cotangent_type(cx, f, n, &p.ty);
             }
         }
+    }
+}
+
+/// The cotangent's type: `&Tensor` for one output; for `n` outputs a tuple of `n`
+/// `Option<&Tensor>` (`None` for an output the traversal did not reach).
+fn check_cotangent_type(cx: &Ctxt, f: &Function, n: usize, ty: &Type) {
+    let spelled = cotangent_spelling(n);
+    let name = f.name();
+    let tuple = match ty {
+        Type::Tuple(t) => Some(t),
+        Type::Paren(p) => match &*p.elem {
+            Type::Tuple(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    };
+    if n == 1 {
+        if tuple.is_some() {
+            cx.error_spanned_by(
+                ty,
+                format_args!(
+                    "`{name}` has one output, so the vjp's first parameter is its cotangent, `&Tensor`; a tuple of cotangents is for a function returning several tensors"
+                ),
+            );
+        } else if !is_tensor_ref(ty) {
+            cx.error_spanned_by(
+                ty,
+                "the vjp's first parameter is the cotangent of the output and must be `&Tensor`",
+            );
+        }
+        return;
+    }
+    match tuple {
+        Some(t) if t.elems.len() == n => {
+            for (k, elem) in t.elems.iter().enumerate() {
+                if !option_inner(elem).is_some_and(is_tensor_ref) {
+                    cx.error_spanned_by(
+                        elem,
+                        format_args!(
+                            "cotangent {k} is for output {k} of `{name}`, so its type is `Option<&Tensor>` (`None` when the traversal did not reach that output)"
+                        ),
+                    );
+                }
+            }
+        }
+        Some(t) => cx.error_spanned_by(
+            t,
+            format_args!(
+                "the vjp takes {} {} but `{name}` has {n} outputs: declare `{spelled}`, one per output in order",
+                t.elems.len(),
+                if t.elems.len() == 1 { "cotangent" } else { "cotangents" },
+            ),
+        ),
+        None if is_tensor_ref(ty) || is_tensor(ty) => cx.error_spanned_by(
+            ty,
+            format_args!(
+                "`{name}` has {n} outputs, so one tensor cannot be its cotangent: take one per output, `g: {spelled}` (or destructured, `({}): ...`), `None` for an output the traversal did not reach",
+                (0..n).map(|k| format!("g{k}")).collect::<Vec<_>>().join(", ")
+            ),
+        ),
+        None => cx.error_spanned_by(
+            ty,
+            format_args!(
+                "`{name}` has {n} outputs, so the vjp's first parameter is one cotangent per output: `g: {spelled}`, `None` for an output the traversal did not reach"
+            ),
+        ),
     }
 }
 
@@ -411,10 +529,7 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
                 }
                 Input::Tensor { .. } | Input::Unsupported => {}
             },
-            Target::Output if !tensor_like => cx.error_spanned_by(
-                ty,
-                "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`",
-            ),
+            Target::Output => check_output_param(cx, f, ty),
             Target::Residual(i) if !tensor_like => {
                 let r = &f.residuals[i];
                 let rname = r.ident.map(ToString::to_string).unwrap_or_default();
@@ -441,7 +556,7 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
                     Some(_) => {}
                 }
             }
-            Target::Output | Target::Residual(_) => {}
+            Target::Residual(_) => {}
         }
     }
 }
@@ -449,8 +564,41 @@ fn check_vjp_params(cx: &Ctxt, f: &Function, vjp: &Vjp) {
 /// Whether the VJP's first parameter bears `name` (a VJP that forgot its cotangent, reported
 /// as that).
 fn names_cotangent(f: &Function, name: &syn::Ident) -> bool {
-    matches!(f.vjps.first().and_then(|v| v.cotangent), Some(FnArg::Typed(p))
-        if matches!(&*p.pat, syn::Pat::Ident(i) if i.ident == *name))
+    let Some(FnArg::Typed(p)) = f.vjps.first().and_then(|v| v.cotangent) else {
+        return false;
+    };
+    let mut names = Vec::new();
+    pattern_names(&p.pat, &mut names);
+    names.contains(&name)
+}
+
+/// `output` is one tensor for one output and a tuple of them for several; each taken by
+/// reference or by value.
+fn check_output_param(cx: &Ctxt, f: &Function, ty: &Type) {
+    let tensor_like = |t: &Type| is_tensor(t) || is_tensor_ref(t);
+    let Some(n) = f.output.count() else {
+        return; // a wrong forward output is reported on its own
+    };
+    if n == 1 {
+        if !tensor_like(ty) {
+            cx.error_spanned_by(
+                ty,
+                "`output` is the forward output, so the vjp takes it as `&Tensor` or `Tensor`",
+            );
+        }
+        return;
+    }
+    let ok = matches!(ty, Type::Tuple(t) if t.elems.len() == n && t.elems.iter().all(tensor_like));
+    if !ok {
+        cx.error_spanned_by(
+            ty,
+            format_args!(
+                "`output` is the {n} outputs of `{}`, so the vjp takes it as a tuple, `{}` (each entry `&Tensor` or `Tensor`)",
+                f.name(),
+                output_spelling(n)
+            ),
+        );
+    }
 }
 
 /// A VJP is a nested `fn`, so it cannot read the forward body's locals (or parameters and
@@ -473,6 +621,7 @@ pub(crate) fn vjp_reads_declared(f: &Function) -> bool {
 /// The forward values the VJP reads without declaring them, each with its message.
 fn forward_reads<'a>(f: &Function<'a>, vjp: &Vjp<'a>) -> Vec<(&'a syn::Ident, String)> {
     let mut found = Vec::new();
+    let g = cotangent_spelling(f.output.assumed());
     let declared: HashSet<String> = vjp
         .params
         .iter()
@@ -492,13 +641,16 @@ fn forward_reads<'a>(f: &Function<'a>, vjp: &Vjp<'a>) -> Vec<(&'a syn::Ident, St
         } else {
             match f.target_named(&n) {
                 Some(Target::Param(_)) => format!(
-                    "the vjp reads `{n}`, a parameter of `{}`: take it as a vjp parameter too (`fn vjp(g: &Tensor, {n}: ...)`)",
+                    "the vjp reads `{n}`, a parameter of `{}`: take it as a vjp parameter too (`fn vjp(g: {g}, {n}: ...)`)",
                     f.name()
                 ),
                 Some(Target::Residual(_)) => format!(
-                    "the vjp reads residual `{n}`: take it as a vjp parameter (`fn vjp(g: &Tensor, {n}: ...)`)"
+                    "the vjp reads residual `{n}`: take it as a vjp parameter (`fn vjp(g: {g}, {n}: ...)`)"
                 ),
-                Some(Target::Output) => "the vjp reads `output`: take it as a vjp parameter (`output: &Tensor`)".to_owned(),
+                Some(Target::Output) => format!(
+                    "the vjp reads `output`: take it as a vjp parameter (`output: {}`)",
+                    output_spelling(f.output.assumed())
+                ),
                 Some(Target::Needs) | None => continue,
             }
         };

@@ -1,6 +1,7 @@
-//! The body of the node's backward: read the saved state, hand the VJP its arguments in its
-//! own order, and lay its gradients out as the engine expects, one per saved input, dropping
-//! the ones the engine said it does not want.
+//! The body of the node's backward: check the cotangent (one per output for several outputs),
+//! read the saved state, hand the VJP its arguments in its own order, and lay its gradients
+//! out as the engine expects, one per saved input, dropping the ones the engine said it does
+//! not want.
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
@@ -143,6 +144,23 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
                     let c = Literal::usize_unsuffixed(c);
                     pass(quote!(#context[#c]))
                 }
+                Source::Output if !plan.several() => pass(quote!(#context[0])),
+                Source::Output => {
+                    // A tuple with one entry per output, each by reference or by value as
+                    // the VJP declares it (validated: a tuple of `plan.outputs` tensors).
+                    let Type::Tuple(t) = ty else {
+                        unreachable!("validated output tuple")
+                    };
+                    let entries = t.elems.iter().enumerate().map(|(k, elem)| {
+                        let k = Literal::usize_unsuffixed(k);
+                        if matches!(elem, Type::Reference(_)) {
+                            quote_spanned!(elem.span()=> &#context[#k])
+                        } else {
+                            quote_spanned!(elem.span()=> ::core::clone::Clone::clone(&#context[#k]))
+                        }
+                    });
+                    quote!((#(#entries,)*))
+                }
                 Source::Field(i) => {
                     let stored = &plan.stored[i];
                     let (field, stored_ty) = (&stored.field, &stored.ty);
@@ -243,17 +261,44 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
         }
     });
 
+    // One output: the cotangent as the engine gives it. Several: checked per result, and handed
+    // to the VJP as a tuple of `Option<&Tensor>`; with none present there is nothing to
+    // propagate (the engine never asks, a direct call gets no gradients).
+    let (check, cotangent, unreached) = if plan.several() {
+        let outputs = id("__outputs");
+        let k = (0..plan.outputs).map(Literal::usize_unsuffixed);
+        let span = match vjp.cotangent {
+            Some(syn::FnArg::Typed(t)) => t.ty.span(),
+            _ => vjp.original.sig.ident.span(),
+        };
+        (
+            quote!(#p::check_cotangents(self, #gradient, &self.#outputs)?;),
+            quote_spanned!(span=> (#(#gradient[#k].as_ref(),)*)),
+            Some(quote! {
+                if #gradient.iter().all(::core::option::Option::is_none) {
+                    return ::core::result::Result::Ok(::std::vec![::core::option::Option::None; #inputs.len()]);
+                }
+            }),
+        )
+    } else {
+        (
+            quote!(#p::check_cotangent(self, #gradient, &self.#layout)?;),
+            quote!(#gradient),
+            None,
+        )
+    };
     quote! {
-        #p::check_cotangent(self, #gradient, &self.#layout)?;
+        #check
         let (#inputs, #context) =
             #p::SavedState::with(&self.#saved, #name, |#s| (#inputs_expr, #context_expr))?;
         #residual_check
+        #unreached
         #positions
         #mask
         #(#prep)*
         let #grads = {
             let __guard = #p::no_grad();
-            #vjp_ident #turbofish (#gradient, #(#args),*)#try_vjp
+            #vjp_ident #turbofish (#cotangent, #(#args),*)#try_vjp
         };
         #destructure
         let mut #out = ::std::vec::Vec::with_capacity(#inputs.len());

@@ -1,12 +1,13 @@
-//! The public function: the user's signature returning `Result<Tensor>`, the nested items,
-//! then the prologue that snapshots the inputs, runs the forward body and records the node.
+//! The public function: the user's signature returning `Result<Tensor>` (or `Result<(Tensor,
+//! ...)>` for several outputs), the nested items, then the prologue that snapshots the inputs,
+//! runs the forward body and records the node (one node for all outputs).
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ReturnType, Type};
 
-use crate::ast::{is_tensor, BodyStmt, Input};
+use crate::ast::{BodyStmt, Input};
 use crate::expand::forward::{kept_residuals, residual_type};
 use crate::expand::generics::{nameable, type_params_in, Inner};
 use crate::plan::{id, numbered, ContextSource, InputKind, Plan, StoredInit};
@@ -156,12 +157,8 @@ pub(crate) fn generate(
 
     let forward_args = f.params.iter().map(|param| param.ident);
     let forward_extra = (!kept.is_empty()).then(|| quote!(#rec.is_some(), &mut #slots,));
-    let forward_returns_result = match &sig.output {
-        ReturnType::Type(_, ty) => !is_tensor(ty),
-        ReturnType::Default => true,
-    };
     // Spanned by the return type: a `Result` whose error is not autograd_core's is reported there.
-    let try_forward = forward_returns_result.then(|| {
+    let try_forward = f.output.fallible.then(|| {
         let span = match &sig.output {
             ReturnType::Type(_, ty) => ty.span(),
             ReturnType::Default => sig.ident.span(),
@@ -170,8 +167,38 @@ pub(crate) fn generate(
     });
     let forward = id("__forward");
     let forward_turbofish = &g.forward_turbofish;
+    // One output is `__result`; several are `__result0, __result1, ...`, returned as a tuple.
+    let results: Vec<_> = (0..plan.outputs)
+        .map(|k| {
+            if plan.several() {
+                numbered("__result", k)
+            } else {
+                result.clone()
+            }
+        })
+        .collect();
+    let n_outputs = plan.outputs;
+    // The results' type through `path` (the alias in the body, `krate` in the signature).
+    let result_type = |path: &TokenStream| {
+        if plan.several() {
+            let tensors = results.iter().map(|_| quote!(#path::Tensor));
+            quote!((#(#tensors,)*))
+        } else {
+            quote!(#path::Tensor)
+        }
+    };
+    let result_ty = result_type(p);
+    let sig_result = result_type(krate);
+    let returned = if plan.several() {
+        quote!((#(#results,)*))
+    } else {
+        quote!(#result)
+    };
+    let unpack = plan
+        .several()
+        .then(|| quote!(let (#(#results,)*) = #result;));
     let forward_call = quote! {
-        let #result: #p::Tensor = {
+        let #result: #result_ty = {
             let __guard = #p::no_grad();
             #forward #forward_turbofish (#(#forward_args,)* #forward_extra)
         }#try_forward;
@@ -182,7 +209,10 @@ pub(crate) fn generate(
         quote!(let #context: ::std::vec::Vec<#p::Tensor> = ::std::vec::Vec::new();)
     } else {
         let exprs = plan.context.iter().map(|c| match c.source {
-            ContextSource::Output => quote!(#result.detach()),
+            ContextSource::Output(k) => {
+                let r = &results[k];
+                quote!(#r.detach())
+            }
             ContextSource::Residual(i) => {
                 let v = residual_var(i);
                 quote!(#v)
@@ -231,14 +261,42 @@ pub(crate) fn generate(
     let node = id("__Node");
     let node_turbofish = &g.node_turbofish;
 
+    let any_differentiable = results.iter().map(|r| quote!(#r.is_differentiable()));
+    let finish = if plan.several() {
+        let outputs = id("__outputs");
+        quote! {
+            let #outputs = [#(#p::OutputInfo::of(&#results)),*];
+            let [#(#results),*] = #p::finish_several::<#n_outputs, _>(#rec, [#(#results),*], #context, move |#saved| #node #node_turbofish {
+                #saved,
+                #marker
+                #outputs,
+                #node_context
+                #node_dynamic
+                #(#node_values)*
+            })?;
+            ::core::result::Result::Ok(#returned)
+        }
+    } else {
+        quote! {
+            let #layout = ::core::clone::Clone::clone(#result.layout_arc());
+            ::core::result::Result::Ok(#rec.finish(#result, #context, move |#saved| #node #node_turbofish {
+                #saved,
+                #marker
+                #layout,
+                #node_context
+                #node_dynamic
+                #(#node_values)*
+            }))
+        }
+    };
     let checks = value_checks(plan);
     let hoisted = f.body.iter().filter_map(|s| match s {
         BodyStmt::Hoist(item) => Some(*item),
         _ => None,
     });
 
-    // The signature: the user's, returning `Result<Tensor>`, with `Captured` bounds on the
-    // generic parameters the node stores (one of them could be `Tensor`).
+    // The signature: the user's, returning `Result` of its output(s), with `Captured` bounds on
+    // the generic parameters the node stores (one of them could be `Tensor`).
     let mut generics = sig.generics.clone();
     for s in &plan.stored {
         for t in type_params_in(&sig.generics, s.checked) {
@@ -268,7 +326,7 @@ pub(crate) fn generate(
     quote! {
         #(#attrs)*
         #track_caller
-        #vis #fn_token #ident #generics (#(#params),*) -> #krate::Result<#krate::Tensor>
+        #vis #fn_token #ident #generics (#(#params),*) -> #krate::Result<#sig_result>
         #where_clause
         {
             // One path to the library: a wrong `crate = path` is one error, here.
@@ -294,24 +352,17 @@ pub(crate) fn generate(
             #forward_call
             // On every path, recorded or not, the caller gets a handle of its own without a
             // node: never an input (or its node) that the forward body handed back.
-            let #result = #p::own_result(#result);
+            #unpack
+            #(let #results = #p::own_result(#results);)*
             let (::core::option::Option::Some((#(#cap_vars,)*)), ::core::option::Option::Some(#rec)) = (#captures, #rec) else {
-                return ::core::result::Result::Ok(#result);
+                return ::core::result::Result::Ok(#returned);
             };
-            if !#result.is_differentiable() {
-                return ::core::result::Result::Ok(#result);
+            if !(#(#any_differentiable)||*) {
+                return ::core::result::Result::Ok(#returned);
             }
             #(#take_residuals)*
             #context_init
-            let #layout = ::core::clone::Clone::clone(#result.layout_arc());
-            ::core::result::Result::Ok(#rec.finish(#result, #context, move |#saved| #node #node_turbofish {
-                #saved,
-                #marker
-                #layout,
-                #node_context
-                #node_dynamic
-                #(#node_values)*
-            }))
+            #finish
         }
     }
 }
