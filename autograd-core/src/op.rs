@@ -535,6 +535,16 @@ impl SavedState {
 /// Implementations hold a [`SavedState`] and compute the vector-Jacobian product in
 /// [`backward`](Operation::backward), returning one entry per saved input. Most ops are
 /// written with `#[differentiable]`, which generates this impl.
+///
+/// What a VJP receives and returns, also for broadcast (stride-0) tensors: the cotangent of
+/// the result holds one value per *logical position*, in an injective layout, exactly as if
+/// the result did not alias storage; a result that is a stride-0 view therefore gets each
+/// position's own contribution, and a VJP whose forward made one storage slot serve many
+/// positions sums over them itself (`broadcast_to`'s VJP sums over the repetitions). For each
+/// input the VJP returns a cotangent per logical position of that input, never pre-summed
+/// over positions that share storage, in the input's own layout when it is injective, else in
+/// any injective layout of its shape. The engine sums per storage slot only where a gradient
+/// leaves the graph: into `.grad` and into `grad`'s results.
 pub trait Operation: Send + Sync + 'static {
     /// The op's name, for messages.
     fn name(&self) -> &str;
