@@ -8,6 +8,12 @@ mod captured;
 mod carrier;
 mod dtype;
 pub mod error;
+// No callers outside its tests yet (matmul comes next); the `expect` warns once none is dead.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "matmul and batched matmul will call it")
+)]
+mod gemm;
 mod grad_mode;
 mod int_tuple;
 pub mod layout;
