@@ -8,6 +8,7 @@ mod captured;
 mod carrier;
 mod dtype;
 pub mod error;
+mod gemm;
 mod grad_mode;
 mod int_tuple;
 pub mod kernel;

@@ -68,6 +68,12 @@ impl<'a, T: Copy> Elements<'a, T> {
         self.layout
     }
 
+    /// The storage slice and the offset of the layout's origin in it, for kernels that walk
+    /// the layout themselves (a GEMM taking strides).
+    pub fn storage(&self) -> (&'a [T], usize) {
+        (self.data, self.offset)
+    }
+
     /// The elements as one slice in logical order, when storage order is logical order
     /// without holes.
     pub fn as_slice(&self) -> Option<&'a [T]> {

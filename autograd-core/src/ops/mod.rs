@@ -5,8 +5,10 @@
 
 mod broadcast;
 mod elementwise;
+mod linalg;
 mod reduce;
 
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
+pub use linalg::{linear, matmul};
 pub use reduce::sum;

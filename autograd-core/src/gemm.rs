@@ -1,0 +1,714 @@
+//! Dense `f32` matrix multiply over strided views: the one door to the GEMM kernel.
+//!
+//! The kernel is the `gemm` crate, picked by measurement for issue 11 (512³ f32, interleaved with
+//! PyTorch's W5 on the same machine: about 110 GFLOP/s on one core and 218 on two, at or above
+//! PyTorch, ahead of `matrixmultiply` on two cores, and within a few percent of `faer` at a
+//! fraction of its build time). Its thread count is a per-call argument, where `matrixmultiply`
+//! reads one process-wide count from the environment. It picks its kernels at run time from the
+//! CPU's features (AVX2/FMA on x86-64, NEON on aarch64, a portable fallback otherwise), so
+//! nothing here needs `-C target-cpu`. Its AVX-512 kernels (feature `x86-v4`) were measured too: no faster at 512³,
+//! slower on the MLP's `dH·Wᵀ`, and they need Rust 1.89, so they are not enabled.
+//!
+//! Operands are plain strided views of slices: a transposed operand is the same slice with its
+//! strides swapped, so it reaches the kernel without a copy. Every addressed element is checked to
+//! lie inside its slice before the kernel, which works on raw pointers, is called.
+
+use crate::error::{bail, ensure, Result};
+
+/// A read-only matrix: `rows x cols` elements of `data` at `offset + i*row_stride + j*col_stride`.
+///
+/// Strides may be zero (a broadcast row or column) and may make elements overlap.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MatRef<'a> {
+    pub data: &'a [f32],
+    pub offset: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+/// A writable matrix, addressed like [`MatRef`]. Distinct elements must be distinct slots:
+/// [`gemm_f32`] rejects strides that make two elements of a non-empty matrix alias.
+#[derive(Debug)]
+pub(crate) struct MatMut<'a> {
+    pub data: &'a mut [f32],
+    pub offset: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A dense row-major `rows x cols` matrix at the start of `data`.
+    #[cfg(test)]
+    pub(crate) fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            offset: 0,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn strides(&self) -> (usize, usize) {
+        (self.row_stride, self.col_stride)
+    }
+
+    /// The transpose: the same elements with rows and columns (and their strides) swapped.
+    pub(crate) fn t(self) -> Self {
+        MatRef {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+}
+
+impl<'a> MatMut<'a> {
+    /// A dense row-major `rows x cols` matrix at the start of `data`.
+    pub(crate) fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
+        MatMut {
+            data,
+            offset: 0,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+}
+
+/// The geometry of one operand, checked against its slice.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    offset: usize,
+    rows: usize,
+    cols: usize,
+    /// Strides as the kernel takes them; 0 for a dimension of extent <= 1, where the stride
+    /// addresses nothing (so an arbitrary unused stride never enters pointer arithmetic).
+    row_stride: isize,
+    col_stride: isize,
+}
+
+impl Geometry {
+    /// Checks that every element of a `rows x cols` view lies inside a slice of `len` elements.
+    fn checked(
+        name: &str,
+        len: usize,
+        offset: usize,
+        (rows, cols): (usize, usize),
+        (row_stride, col_stride): (usize, usize),
+    ) -> Result<Self> {
+        let row_stride = if rows > 1 { row_stride } else { 0 };
+        let col_stride = if cols > 1 { col_stride } else { 0 };
+        if rows > 0 && cols > 0 {
+            let last = (rows - 1)
+                .checked_mul(row_stride)
+                .zip((cols - 1).checked_mul(col_stride))
+                .and_then(|(r, c)| r.checked_add(c))
+                .and_then(|rc| rc.checked_add(offset));
+            match last {
+                Some(last) if last < len => {}
+                _ => bail!(
+                    Value,
+                    "gemm: {name} ({rows}x{cols}, offset {offset}, strides ({row_stride}, \
+                     {col_stride})) addresses elements past its slice of {len}"
+                ),
+            }
+        }
+        // Both strides are now at most the index of an element of a slice of `f32`, which is
+        // below isize::MAX.
+        Ok(Geometry {
+            offset,
+            rows,
+            cols,
+            row_stride: row_stride as isize,
+            col_stride: col_stride as isize,
+        })
+    }
+
+    /// Whether two distinct elements share a slot. Conservative: strides are accepted when one
+    /// dimension steps over the whole extent of the other, which covers every layout a tensor
+    /// view produces (row-major, column-major, padded, sliced).
+    fn aliases(&self) -> bool {
+        if self.rows == 0 || self.cols == 0 {
+            return false;
+        }
+        // Strides are non-negative (they came from `usize`); unit dimensions have stride 0.
+        let mut dims = [
+            (self.row_stride as usize, self.rows),
+            (self.col_stride as usize, self.cols),
+        ];
+        dims.sort_unstable();
+        let [(small_stride, small_extent), (big_stride, big_extent)] = dims;
+        (small_extent > 1 && small_stride == 0)
+            || (big_extent > 1
+                && (big_stride == 0 || small_stride.saturating_mul(small_extent) > big_stride))
+    }
+}
+
+/// `C = A·B`, or `C += A·B` when `accumulate`, for any strides: a transposed operand is just
+/// swapped strides, with no copy. Stride-0 (broadcast) and overlapping inputs are fine.
+///
+/// `threads` is the number of threads the kernel may use (0 and 1 both mean sequential); the
+/// parallel kernel runs on rayon's global pool. Zero-size dimensions are fine: with `k == 0` the
+/// product is zero, so `C` is zeroed (or left as is when accumulating).
+///
+/// Errors ([`crate::Error::Value`]): inner or outer dimensions that do not match, an operand
+/// addressing an element outside its slice, or `C` strides that make two elements alias.
+pub(crate) fn gemm_f32(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: MatMut<'_>,
+    accumulate: bool,
+    threads: usize,
+) -> Result<()> {
+    ensure!(
+        a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
+        Value,
+        "gemm: shapes do not match: A is {}x{}, B is {}x{}, C is {}x{}",
+        a.rows,
+        a.cols,
+        b.rows,
+        b.cols,
+        c.rows,
+        c.cols
+    );
+    let ga = Geometry::checked("A", a.data.len(), a.offset, a.shape(), a.strides())?;
+    let gb = Geometry::checked("B", b.data.len(), b.offset, b.shape(), b.strides())?;
+    let gc = Geometry::checked(
+        "C",
+        c.data.len(),
+        c.offset,
+        (c.rows, c.cols),
+        (c.row_stride, c.col_stride),
+    )?;
+    ensure!(
+        !gc.aliases(),
+        Value,
+        "gemm: C ({}x{}) strides ({}, {}) make distinct elements share a slot",
+        c.rows,
+        c.cols,
+        c.row_stride,
+        c.col_stride
+    );
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let c_data = c.data;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                for j in 0..n {
+                    c_data[strided(gc, i, j)] = 0.0;
+                }
+            }
+        }
+        return Ok(());
+    }
+    kernel(
+        (a.data, ga),
+        (b.data, gb),
+        (c_data, gc),
+        accumulate,
+        threads,
+    );
+    Ok(())
+}
+
+/// The slot of element `(i, j)` of a checked, in-bounds geometry.
+fn strided(g: Geometry, i: usize, j: usize) -> usize {
+    g.offset + i * g.row_stride as usize + j * g.col_stride as usize
+}
+
+/// The `gemm` crate's kernel on operands checked by [`gemm_f32`]; `m, n, k >= 1`.
+fn kernel(
+    (a, ga): (&[f32], Geometry),
+    (b, gb): (&[f32], Geometry),
+    (c, gc): (&mut [f32], Geometry),
+    accumulate: bool,
+    threads: usize,
+) {
+    let parallelism = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    let a_ptr = a[ga.offset..].as_ptr();
+    let b_ptr = b[gb.offset..].as_ptr();
+    let c_ptr = c[gc.offset..].as_mut_ptr();
+    // SAFETY: `gemm::gemm` reads `A[i, p]` at `a_ptr + i*row_stride + p*col_stride` for `i < m`,
+    // `p < k` (B likewise, `k x n`) and reads (when accumulating) and writes `C[i, j]` for
+    // `i < m`, `j < n`. Before this call `gemm_f32` established:
+    // - shapes: A is `m x k`, B is `k x n`, C is `m x n`, with `m, n, k >= 1`;
+    // - bounds (`Geometry::checked`): for each operand, `offset + (rows-1)*row_stride +
+    //   (cols-1)*col_stride < len` of its slice, computed with checked arithmetic; strides are
+    //   non-negative, so that is the largest index addressed and every element lies inside the
+    //   slice. The base pointers are `slice[offset..]` (bounds-checked), the strides are at most
+    //   `len` (so they fit `isize`), and a dimension of extent 1 gets stride 0;
+    // - aliasing: C is the only `&mut` borrow, so it is disjoint from A and B, and its strides
+    //   send distinct `(i, j)` to distinct slots (`Geometry::aliases`), so the writes of the
+    //   kernel's threads (disjoint blocks of C) never meet. A and B are only read, so stride 0
+    //   and overlapping elements there are sound (and tested against a naive loop).
+    // With `read_dst == accumulate` the kernel computes `C = C + A·B` or `C = A·B`.
+    unsafe {
+        gemm::gemm(
+            ga.rows,
+            gb.cols,
+            ga.cols,
+            c_ptr,
+            gc.col_stride,
+            gc.row_stride,
+            accumulate,
+            a_ptr,
+            ga.col_stride,
+            ga.row_stride,
+            b_ptr,
+            gb.col_stride,
+            gb.row_stride,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use proptest::prelude::*;
+
+    /// How an operand is laid out in its slice.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Lay {
+        /// Dense row-major.
+        RowMajor,
+        /// Dense column-major: the transpose of a row-major matrix, seen through swapped strides.
+        Transposed,
+        /// One stored row broadcast over all rows (`row_stride == 0`).
+        BroadcastRow,
+        /// One stored column broadcast over all columns (`col_stride == 0`).
+        BroadcastCol,
+        /// Row-major with padded rows and a leading offset (a slice of a bigger matrix).
+        Padded,
+        /// Overlapping elements: `a[i][j] = data[i + 2j]` (inputs only).
+        Overlapping,
+    }
+
+    const LAYS: [Lay; 6] = [
+        Lay::RowMajor,
+        Lay::Transposed,
+        Lay::BroadcastRow,
+        Lay::BroadcastCol,
+        Lay::Padded,
+        Lay::Overlapping,
+    ];
+    /// Layouts a written matrix may have (no aliasing).
+    const OUT_LAYS: [Lay; 3] = [Lay::RowMajor, Lay::Transposed, Lay::Padded];
+
+    /// `(offset, row_stride, col_stride, len)` for a `rows x cols` matrix laid out as `lay`,
+    /// with `len` exactly one past the last addressed element (no slack to hide a stray read).
+    fn geometry(lay: Lay, rows: usize, cols: usize) -> (usize, usize, usize, usize) {
+        let (offset, rs, cs) = match lay {
+            Lay::RowMajor => (0, cols, 1),
+            Lay::Transposed => (0, 1, rows),
+            Lay::BroadcastRow => (0, 0, 1),
+            Lay::BroadcastCol => (0, 1, 0),
+            Lay::Padded => (3, cols + 2, 1),
+            Lay::Overlapping => (1, 1, 2),
+        };
+        let len = if rows == 0 || cols == 0 {
+            offset
+        } else {
+            offset + (rows - 1) * rs + (cols - 1) * cs + 1
+        };
+        (offset, rs, cs, len)
+    }
+
+    /// A small deterministic generator (xorshift), values in [-1, 1).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn value(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        }
+        fn values(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| self.value()).collect()
+        }
+    }
+
+    fn mat(data: &[f32], lay: Lay, rows: usize, cols: usize) -> MatRef<'_> {
+        let (offset, row_stride, col_stride, _) = geometry(lay, rows, cols);
+        MatRef {
+            data,
+            offset,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+        }
+    }
+
+    /// Runs one case and compares against a naive triple loop with f64 accumulation; also checks
+    /// that slots of C's slice outside the view are untouched.
+    fn check(
+        (m, k, n): (usize, usize, usize),
+        (la, lb, lc): (Lay, Lay, Lay),
+        accumulate: bool,
+        threads: usize,
+        seed: u64,
+    ) {
+        let mut rng = Rng(seed | 1);
+        let (.., a_len) = geometry(la, m, k);
+        let (.., b_len) = geometry(lb, k, n);
+        let (c_off, c_rs, c_cs, c_len) = geometry(lc, m, n);
+        let a_data = rng.values(a_len);
+        let b_data = rng.values(b_len);
+        let mut c_data = rng.values(c_len);
+        if !accumulate {
+            // Overwriting must not read C: NaNs there must not leak into the result.
+            for (i, x) in c_data.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    *x = f32::NAN;
+                }
+            }
+        }
+        let before = c_data.clone();
+        let a = mat(&a_data, la, m, k);
+        let b = mat(&b_data, lb, k, n);
+        let c = MatMut {
+            data: &mut c_data,
+            offset: c_off,
+            rows: m,
+            cols: n,
+            row_stride: c_rs,
+            col_stride: c_cs,
+        };
+        gemm_f32(a, b, c, accumulate, threads).unwrap();
+        let mut in_view = vec![false; c_len];
+        for i in 0..m {
+            for j in 0..n {
+                let mut sum = 0f64;
+                let mut mag = 0f64;
+                for p in 0..k {
+                    let x = f64::from(a_data[a.offset + i * a.row_stride + p * a.col_stride])
+                        * f64::from(b_data[b.offset + p * b.row_stride + j * b.col_stride]);
+                    sum += x;
+                    mag += x.abs();
+                }
+                let slot = c_off + i * c_rs + j * c_cs;
+                in_view[slot] = true;
+                if accumulate {
+                    sum += f64::from(before[slot]);
+                    mag += f64::from(before[slot]).abs();
+                }
+                let got = f64::from(c_data[slot]);
+                assert!(
+                    (got - sum).abs() <= 1e-5 * (mag + 1.0),
+                    "C[{i},{j}] = {got}, want {sum}: m,k,n = {m},{k},{n}, layouts {la:?} \
+                     {lb:?} {lc:?}, accumulate {accumulate}, threads {threads}"
+                );
+            }
+        }
+        for (slot, &inside) in in_view.iter().enumerate() {
+            if !inside {
+                assert!(
+                    c_data[slot].to_bits() == before[slot].to_bits(),
+                    "slot {slot} outside the view was written: m,k,n = {m},{k},{n}, {lc:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn matches_naive_over_shapes_layouts_and_threads() {
+        let shapes = [
+            (0, 0, 0),
+            (0, 3, 2),
+            (2, 0, 3),
+            (3, 2, 0),
+            (1, 1, 1),
+            (1, 7, 1),
+            (1, 5, 9),
+            (9, 5, 1),
+            (2, 3, 4),
+            (7, 13, 5),
+            (17, 1, 33),
+            (33, 31, 17),
+            (65, 9, 63),
+        ];
+        let mut seed = 7;
+        for &shape in &shapes {
+            for la in LAYS {
+                for lb in LAYS {
+                    for lc in OUT_LAYS {
+                        for accumulate in [false, true] {
+                            for threads in [1, 2] {
+                                seed += 1;
+                                check(shape, (la, lb, lc), accumulate, threads, seed);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Big enough for the kernel to split the work over threads and to block over k.
+    #[test]
+    fn larger_products_transposed_and_threaded() {
+        for (la, lb) in [
+            (Lay::RowMajor, Lay::RowMajor),
+            (Lay::Transposed, Lay::RowMajor),
+            (Lay::RowMajor, Lay::Transposed),
+            (Lay::Transposed, Lay::Transposed),
+            (Lay::BroadcastRow, Lay::Padded),
+        ] {
+            for threads in [1, 2] {
+                check((131, 300, 97), (la, lb, Lay::RowMajor), false, threads, 11);
+                check((96, 257, 160), (la, lb, Lay::Transposed), true, threads, 12);
+            }
+        }
+    }
+
+    #[test]
+    fn mlp_shapes() {
+        // Forward X·W, then dW = Xᵀ·dH and dX = dH·Wᵀ through swapped strides.
+        check(
+            (128, 784, 256),
+            (Lay::RowMajor, Lay::RowMajor, Lay::RowMajor),
+            false,
+            2,
+            3,
+        );
+        check(
+            (784, 128, 256),
+            (Lay::Transposed, Lay::RowMajor, Lay::RowMajor),
+            true,
+            1,
+            4,
+        );
+        check(
+            (128, 256, 784),
+            (Lay::RowMajor, Lay::Transposed, Lay::RowMajor),
+            false,
+            2,
+            5,
+        );
+    }
+
+    #[test]
+    fn transpose_and_constructors() {
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2x3
+        let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // 2x3; its transpose is 3x2 [[1, 1], [0, 1], [0, 1]]
+        let mut c = [0.0; 4];
+        gemm_f32(
+            MatRef::row_major(&a, 2, 3),
+            MatRef::row_major(&b, 2, 3).t(),
+            MatMut::row_major(&mut c, 2, 2),
+            false,
+            1,
+        )
+        .unwrap();
+        assert_eq!(c, [1.0, 1.0 + 2.0 + 3.0, 4.0, 4.0 + 5.0 + 6.0]);
+        // Zero extents with empty slices.
+        gemm_f32(
+            MatRef::row_major(&[], 0, 3),
+            MatRef::row_major(&b, 3, 2),
+            MatMut::row_major(&mut [], 0, 2),
+            false,
+            2,
+        )
+        .unwrap();
+        // k == 0: the product is zero.
+        let mut c = [5.0; 4];
+        gemm_f32(
+            MatRef::row_major(&[], 2, 0),
+            MatRef::row_major(&[], 0, 2),
+            MatMut::row_major(&mut c, 2, 2),
+            true,
+            1,
+        )
+        .unwrap();
+        assert_eq!(c, [5.0; 4]);
+        gemm_f32(
+            MatRef::row_major(&[], 2, 0),
+            MatRef::row_major(&[], 0, 2),
+            MatMut::row_major(&mut c, 2, 2),
+            false,
+            1,
+        )
+        .unwrap();
+        assert_eq!(c, [0.0; 4]);
+    }
+
+    fn err_kind(r: Result<()>) -> ErrorKind {
+        r.expect_err("expected an error").kind()
+    }
+
+    #[test]
+    fn bad_shapes_bounds_and_aliasing_are_errors() {
+        let a = [1.0f32; 6];
+        let b = [1.0f32; 6];
+        let mut c = [0.0f32; 4];
+        let run = |a: MatRef<'_>, b: MatRef<'_>, c: MatMut<'_>| gemm_f32(a, b, c, false, 2);
+        // Inner dimension mismatch, and C of the wrong shape.
+        assert_eq!(
+            err_kind(run(
+                MatRef::row_major(&a, 2, 3),
+                MatRef::row_major(&b, 2, 3),
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            err_kind(run(
+                MatRef::row_major(&a, 2, 3),
+                MatRef::row_major(&b, 3, 2),
+                MatMut::row_major(&mut c, 1, 2)
+            )),
+            ErrorKind::Value
+        );
+        // A one element too short, offset past the end, a stride that overflows usize.
+        let ok_b = MatRef::row_major(&b, 3, 2);
+        assert_eq!(
+            err_kind(run(
+                MatRef::row_major(&a[..5], 2, 3),
+                ok_b,
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            err_kind(run(
+                MatRef {
+                    offset: 1,
+                    ..MatRef::row_major(&a, 2, 3)
+                },
+                ok_b,
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            err_kind(run(
+                MatRef {
+                    row_stride: usize::MAX,
+                    ..MatRef::row_major(&a, 2, 3)
+                },
+                ok_b,
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            err_kind(run(
+                MatRef {
+                    offset: usize::MAX,
+                    ..MatRef::row_major(&a, 2, 3)
+                },
+                ok_b,
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            err_kind(run(
+                MatRef::row_major(&a, 2, 3),
+                MatRef {
+                    col_stride: 3,
+                    ..ok_b
+                },
+                MatMut::row_major(&mut c, 2, 2)
+            )),
+            ErrorKind::Value
+        );
+        // C past its slice, and C with aliasing strides (stride 0, overlapping rows).
+        assert_eq!(
+            err_kind(run(
+                MatRef::row_major(&a, 2, 3),
+                ok_b,
+                MatMut {
+                    offset: 1,
+                    ..MatMut::row_major(&mut c, 2, 2)
+                }
+            )),
+            ErrorKind::Value
+        );
+        for (row_stride, col_stride) in [(0, 1), (1, 0), (1, 1), (2, 1), (1, 2)] {
+            let mut c = [0.0f32; 8];
+            let c = MatMut {
+                row_stride,
+                col_stride,
+                ..MatMut::row_major(&mut c, 2, 3)
+            };
+            assert_eq!(
+                err_kind(run(
+                    MatRef::row_major(&a, 2, 3),
+                    MatRef::row_major(&b, 3, 3),
+                    c
+                )),
+                ErrorKind::Value,
+                "C strides ({row_stride}, {col_stride})"
+            );
+        }
+        // Unused strides of unit dimensions are ignored, however large.
+        let mut c1 = [0.0f32; 2];
+        run(
+            MatRef {
+                row_stride: usize::MAX,
+                ..MatRef::row_major(&a, 1, 3)
+            },
+            ok_b,
+            MatMut {
+                row_stride: usize::MAX,
+                ..MatMut::row_major(&mut c1, 1, 2)
+            },
+        )
+        .unwrap();
+        assert_eq!(c1, [3.0, 3.0]);
+    }
+
+    fn lay() -> impl Strategy<Value = Lay> {
+        proptest::sample::select(LAYS.to_vec())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        #[test]
+        fn prop_matches_naive(
+            m in 0usize..24,
+            k in 0usize..40,
+            n in 0usize..24,
+            la in lay(),
+            lb in lay(),
+            lc in proptest::sample::select(OUT_LAYS.to_vec()),
+            accumulate in any::<bool>(),
+            threads in 1usize..3,
+            seed in any::<u64>(),
+        ) {
+            check((m, k, n), (la, lb, lc), accumulate, threads, seed);
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Linear algebra: matrix products over strided operands (a transposed operand reaches GEMM as
+//! swapped strides, without a copy), batched with broadcast batch modes, and `linear`.
+
+use std::sync::Arc;
+
+use crate::error::{ensure, Result};
+use crate::gemm::{gemm_f32, MatMut, MatRef};
+use crate::kernel::{self, Elements};
+use crate::layout::Layout;
+use crate::ops::broadcast_to;
+use crate::{differentiable, Tensor};
+
+/// Which operand of a product is used transposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Trans {
+    a: bool,
+    b: bool,
+}
+
+/// The matrix of batch `index` of `e` (whose last two top-level modes are the matrix), as a
+/// strided view; `None` when either matrix mode is nested (the caller then copies).
+fn matrix<'a>(e: &Elements<'a, f32>, index: &[usize], transpose: bool) -> Result<Option<MatRef<'a>>> {
+    let l = e.layout();
+    let r = l.rank();
+    if !l.mode_is_leaf(r - 2) || !l.mode_is_leaf(r - 1) {
+        return Ok(None);
+    }
+    let mut coord = index.to_vec();
+    coord.extend([0, 0]);
+    let (data, offset) = e.storage();
+    let (rows, cols) = (l.mode_leaves(r - 2)[0], l.mode_leaves(r - 1)[0]);
+    let m = MatRef {
+        data,
+        offset: offset + if l.size() == 0 { 0 } else { l.offset_of_top(&coord)? },
+        rows: rows.extent,
+        cols: cols.extent,
+        row_stride: rows.stride,
+        col_stride: cols.stride,
+    };
+    Ok(Some(if transpose { m.t() } else { m }))
+}
+
+/// `t` with every mode flat, copying only when a matrix mode is nested.
+fn flat(t: &Tensor) -> Result<Tensor> {
+    let l = t.layout();
+    let r = l.rank();
+    if r >= 2 && l.mode_is_leaf(r - 2) && l.mode_is_leaf(r - 1) {
+        return Ok(t.clone());
+    }
+    let values = t.values::<f32>()?;
+    t.f32_with_layout(values, Arc::new(Layout::row_major(&t.dims())?))
+}
+
+/// The batch extents and the matrix extents `(rows, cols)` of a rank >= 2 tensor.
+fn split_dims(t: &Tensor, what: &str) -> Result<(Vec<usize>, usize, usize)> {
+    let dims = t.dims();
+    ensure!(
+        dims.len() >= 2,
+        Value,
+        "{what}: operand of shape {} needs at least two axes (a matrix); unsqueeze a vector first",
+        t.shape()
+    );
+    let n = dims.len();
+    Ok((dims[..n - 2].to_vec(), dims[n - 2], dims[n - 1]))
+}
+
+/// `op(a) · op(b)` for every batch index of `a` and `b`, which have one batch shape, in fresh
+/// compact storage of `a`'s carrier class. No node is recorded.
+fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
+    let (a, b) = (flat(a)?, flat(b)?);
+    let (batch, ar, ac) = split_dims(&a, "matmul")?;
+    let (batch_b, br, bc) = split_dims(&b, "matmul")?;
+    ensure!(
+        batch == batch_b,
+        Value,
+        "matmul: batch shapes {batch:?} and {batch_b:?} differ"
+    );
+    let (m, k) = if trans.a { (ac, ar) } else { (ar, ac) };
+    let (k2, n) = if trans.b { (bc, br) } else { (br, bc) };
+    ensure!(
+        k == k2,
+        Value,
+        "matmul: inner dimensions differ: {} x {} times {} x {} (shapes {} and {})",
+        m,
+        k,
+        k2,
+        n,
+        a.shape(),
+        b.shape()
+    );
+    let mut out_dims = batch.clone();
+    out_dims.extend([m, n]);
+    let count: usize = batch.iter().product();
+    let layout = Arc::new(Layout::row_major(&out_dims)?);
+    let threads = kernel::threads();
+    kernel::read_pair::<f32, f32, _>(&a, &b, |ea, eb| {
+        kernel::fresh::<f32>(&a, layout, |out| {
+            let mut index = vec![0usize; batch.len()];
+            for (i, c) in out.chunks_mut((m * n).max(1)).take(count).enumerate() {
+                if i > 0 {
+                    advance(&mut index, &batch);
+                }
+                let (Some(ma), Some(mb)) = (matrix(&ea, &index, trans.a)?, matrix(&eb, &index, trans.b)?) else {
+                    crate::error::bail!(Runtime, "matmul: a matrix mode is nested after flattening");
+                };
+                gemm_f32(ma, mb, MatMut::row_major(c, m, n), false, threads)?;
+            }
+            Ok(())
+        })
+    })?
+}
+
+/// Advances a row-major batch coordinate by one.
+fn advance(index: &mut [usize], dims: &[usize]) {
+    for (i, d) in index.iter_mut().zip(dims).rev() {
+        *i += 1;
+        if *i < *d {
+            return;
+        }
+        *i = 0;
+    }
+}
+
+/// `a · b` for operands of one batch shape `[..., m, k]` and `[..., k, n]`.
+#[differentiable(crate = crate)]
+fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    // d(A B) = g Bᵀ dA + Aᵀ g dB, per batch index
+    fn vjp(
+        g: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        needs: &NeedsGrad,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let ga = if needs.input(0) {
+            Some(product(g, b, Trans { a: false, b: true })?)
+        } else {
+            None
+        };
+        let gb = if needs.input(1) {
+            Some(product(a, g, Trans { a: true, b: false })?)
+        } else {
+            None
+        };
+        Ok((ga, gb))
+    }
+    product(a, b, Trans { a: false, b: false })
+}
+
+/// The matrix product `a · b` of `[..., m, k]` and `[..., k, n]` (at least two axes each):
+/// batch axes broadcast as numpy's `matmul` does (through the differentiable `broadcast_to`,
+/// so a broadcast operand's gradient sums over the batch), and a transposed or sliced operand
+/// reaches the GEMM kernel through its strides, without a copy.
+///
+/// ```
+/// use autograd_core::{ops::matmul, shape, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2]).unwrap();
+/// let b = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0], shape![2, 2]).unwrap();
+/// assert_eq!(matmul(&a, &b).unwrap().values::<f32>().unwrap(), [19.0, 22.0, 43.0, 50.0]);
+/// ```
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (batch_a, m, _) = split_dims(a, "matmul")?;
+    let (batch_b, _, n) = split_dims(b, "matmul")?;
+    if batch_a == batch_b {
+        return batched_matmul(a, b);
+    }
+    let batch = broadcast_batch(&batch_a, &batch_b)?;
+    let (_, _, k) = split_dims(a, "matmul")?;
+    let (_, k2, _) = split_dims(b, "matmul")?;
+    let mut da = batch.clone();
+    da.extend([m, k]);
+    let mut db = batch;
+    db.extend([k2, n]);
+    batched_matmul(&broadcast_to(a, &da)?, &broadcast_to(b, &db)?)
+}
+
+/// The broadcast of two batch shapes (numpy rules, aligned at the end).
+fn broadcast_batch(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let at = |s: &[usize], i: usize| (i + s.len()).checked_sub(n).map_or(1, |j| s[j]);
+    (0..n)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            (x, y) => crate::error::bail!(
+                Value,
+                "matmul: batch shapes {a:?} and {b:?} do not broadcast (axis {i}: {x} vs {y})"
+            ),
+        })
+        .collect()
+}
+
+/// `x` as a `[rows, in]` matrix (leading axes flattened): itself when its storage allows, else
+/// a compact copy.
+fn rows_of(x: &Tensor) -> Result<Tensor> {
+    let dims = x.dims();
+    let inner = dims.last().copied().unwrap_or(1);
+    let rows: usize = dims[..dims.len().saturating_sub(1)].iter().product();
+    let target = Layout::row_major(&[rows, inner])?;
+    let l = x.layout();
+    if x.subtensor_count() == 1 && l.is_row_major_contiguous() && l.size() == l.cosize() {
+        return x.with_layout(target, x.offset());
+    }
+    let values = x.values::<f32>()?;
+    x.f32_with_layout(values, Arc::new(target))
+}
+
+/// `x · wᵀ + bias` for `x` of shape `[..., in]`, `w` of shape `[out, in]` and an optional
+/// `bias` of shape `[out]`, as PyTorch's `Linear` computes it: one GEMM with `w` read
+/// transposed through its strides, and only the gradients the traversal wants (functional
+/// `grad` asking for the parameters skips the data batch's).
+#[differentiable(crate = crate)]
+pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    // y = x wᵀ + b:  dx = g w,  dw = gᵀ x,  db = the column sums of g
+    fn vjp(
+        g: &Tensor,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        needs: &NeedsGrad,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let g2 = rows_of(g)?;
+        let gx = if needs.input(0) {
+            let gx = product(&g2, w, Trans { a: false, b: false })?;
+            Some(gx.with_layout(Layout::row_major(&x.dims())?, 0)?)
+        } else {
+            None
+        };
+        let gw = if needs.input(1) {
+            Some(product(&g2, &rows_of(x)?, Trans { a: true, b: false })?)
+        } else {
+            None
+        };
+        let gb = match bias {
+            Some(_) if needs.input(2) => Some(kernel::reduce(
+                &g2,
+                &[0],
+                false,
+                || 0.0f64,
+                |s, v: f32| s + f64::from(v),
+                |s, _| s as f32,
+            )?),
+            _ => None,
+        };
+        Ok((gx, gw, gb))
+    }
+    let dims = x.dims();
+    ensure!(
+        !dims.is_empty() && w.dims().len() == 2 && w.dims()[1] == dims[dims.len() - 1],
+        Value,
+        "linear: input of shape {} and weight of shape {} do not fit (weight must be [out, in] with in = the input's last extent)",
+        x.shape(),
+        w.shape()
+    );
+    let out = w.dims()[0];
+    if let Some(b) = bias {
+        ensure!(
+            b.dims() == [out],
+            Value,
+            "linear: bias of shape {} must be [{out}]",
+            b.shape()
+        );
+    }
+    let y2 = product(&rows_of(x)?, w, Trans { a: false, b: true })?;
+    let y2 = match bias {
+        Some(b) => add_rows(&y2, b)?,
+        None => y2,
+    };
+    let mut out_dims = dims[..dims.len() - 1].to_vec();
+    out_dims.push(out);
+    y2.with_layout(Layout::row_major(&out_dims)?, 0)
+}
+
+/// `y[i, :] + b` for every row of a compact `[rows, n]` matrix.
+fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let bias = b.values::<f32>()?;
+    kernel::map_rows(y, |row: &[f32], out: &mut [f32]| {
+        for ((o, &v), &c) in out.iter_mut().zip(row).zip(&bias) {
+            *o = v + c;
+        }
+    })
+}
+
+impl Tensor {
+    /// [`matmul`]: `self · other`.
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        matmul(self, other)
+    }
+}
