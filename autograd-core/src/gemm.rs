@@ -40,9 +40,9 @@ pub(crate) struct MatMut<'a> {
     pub col_stride: usize,
 }
 
+#[cfg(test)]
 impl<'a> MatRef<'a> {
     /// A dense row-major `rows x cols` matrix at the start of `data`.
-    #[cfg(test)]
     pub(crate) fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         MatRef {
             data,
@@ -53,7 +53,9 @@ impl<'a> MatRef<'a> {
             col_stride: 1,
         }
     }
+}
 
+impl MatRef<'_> {
     fn shape(&self) -> (usize, usize) {
         (self.rows, self.cols)
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use autograd_core::{shape, Result, Tensor};
 use autograd_ops::{add, mul_scalar, sum};
 
-const ALL: &[&str] = &["W1", "W1s", "W3", "T1"];
+const ALL: &[&str] = &["W1", "W1s", "W3", "W5", "T1"];
 
 struct Args {
     quick: bool,
@@ -60,7 +60,8 @@ fn report(workload: &str, times: &[Duration], extra: &str) {
     let min = times[0];
     let median = times[times.len() / 2];
     println!(
-        "{{\"workload\":\"{workload}\",\"threads\":1,\"runs\":{},\"min_ms\":{:.4},\"median_ms\":{:.4}{extra}}}",
+        "{{\"workload\":\"{workload}\",\"threads\":{},\"runs\":{},\"min_ms\":{:.4},\"median_ms\":{:.4}{extra}}}",
+        autograd_core::kernel::threads(),
         times.len(),
         ms(min),
         ms(median)
@@ -178,6 +179,33 @@ fn w3(quick: bool, child: bool) -> Result<()> {
     Ok(())
 }
 
+/// W5: a plain 512 x 512 x 512 matmul without a graph.
+fn w5(quick: bool) -> Result<()> {
+    let n = if quick { 128 } else { 512 };
+    let a = Tensor::from_vec(
+        (0..n * n).map(|i| (i % 13) as f32 * 0.1).collect(),
+        shape![n, n],
+    )?;
+    let b = Tensor::from_vec(
+        (0..n * n).map(|i| (i % 7) as f32 * 0.2).collect(),
+        shape![n, n],
+    )?;
+    let _guard = autograd_core::no_grad();
+    let times = measure(if quick { 3 } else { 20 }, || {
+        std::hint::black_box(autograd_ops::matmul(&a, &b)?);
+        Ok(())
+    })?;
+    let flops = 2.0 * (n as f64).powi(3);
+    let gflops = flops / times[times.len() / 2].as_secs_f64() / 1e9;
+    let best = flops / times[0].as_secs_f64() / 1e9;
+    report(
+        "W5",
+        &times,
+        &format!(",\"n\":{n},\"gflops\":{gflops:.1},\"best_gflops\":{best:.1}"),
+    );
+    Ok(())
+}
+
 /// T1: the W1s chain on the scalar tape front-end, recording and sweep.
 fn t1(quick: bool) -> Result<()> {
     let steps = if quick { 2_000 } else { 20_000 };
@@ -201,6 +229,7 @@ fn main() -> Result<()> {
             "W1" => w1("W1", 16, args.quick)?,
             "W1s" => w1("W1s", 1, args.quick)?,
             "W3" => w3(args.quick, args.child)?,
+            "W5" => w5(args.quick)?,
             "T1" => t1(args.quick)?,
             other => eprintln!("unknown workload {other}; known: {ALL:?}"),
         }

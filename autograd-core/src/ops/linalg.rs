@@ -19,7 +19,11 @@ struct Trans {
 
 /// The matrix of batch `index` of `e` (whose last two top-level modes are the matrix), as a
 /// strided view; `None` when either matrix mode is nested (the caller then copies).
-fn matrix<'a>(e: &Elements<'a, f32>, index: &[usize], transpose: bool) -> Result<Option<MatRef<'a>>> {
+fn matrix<'a>(
+    e: &Elements<'a, f32>,
+    index: &[usize],
+    transpose: bool,
+) -> Result<Option<MatRef<'a>>> {
     let l = e.layout();
     let r = l.rank();
     if !l.mode_is_leaf(r - 2) || !l.mode_is_leaf(r - 1) {
@@ -31,7 +35,12 @@ fn matrix<'a>(e: &Elements<'a, f32>, index: &[usize], transpose: bool) -> Result
     let (rows, cols) = (l.mode_leaves(r - 2)[0], l.mode_leaves(r - 1)[0]);
     let m = MatRef {
         data,
-        offset: offset + if l.size() == 0 { 0 } else { l.offset_of_top(&coord)? },
+        offset: offset
+            + if l.size() == 0 {
+                0
+            } else {
+                l.offset_of_top(&coord)?
+            },
         rows: rows.extent,
         cols: cols.extent,
         row_stride: rows.stride,
@@ -100,8 +109,13 @@ fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
                 if i > 0 {
                     advance(&mut index, &batch);
                 }
-                let (Some(ma), Some(mb)) = (matrix(&ea, &index, trans.a)?, matrix(&eb, &index, trans.b)?) else {
-                    crate::error::bail!(Runtime, "matmul: a matrix mode is nested after flattening");
+                let (Some(ma), Some(mb)) =
+                    (matrix(&ea, &index, trans.a)?, matrix(&eb, &index, trans.b)?)
+                else {
+                    crate::error::bail!(
+                        Runtime,
+                        "matmul: a matrix mode is nested after flattening"
+                    );
                 };
                 gemm_f32(ma, mb, MatMut::row_major(c, m, n), false, threads)?;
             }

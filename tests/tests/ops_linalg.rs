@@ -1,0 +1,161 @@
+//! Matrix products (issue 11): matmul of strided operands without copies, batched with
+//! broadcast batch axes, and linear with an optional bias, checked against plain loops and
+//! central differences.
+
+use autograd_core::ops::{linear, matmul, sum};
+use autograd_core::{
+    grad, gradcheck, CpuCarrier, ErrorKind, GradOptions, GradcheckOptions, Layout, Shape, Stride,
+    Tensor,
+};
+use autograd_tests::{t, vals};
+use proptest::prelude::*;
+
+fn seq(n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7 + 3) % 11) as f32 * scale - 0.4)
+        .collect()
+}
+
+/// The plain-loop product of row-major `[m, k]` and `[k, n]` value lists.
+fn reference(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut c = vec![0.0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                c[i * n + j] += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+            }
+        }
+    }
+    c.into_iter().map(|v| v as f32).collect()
+}
+
+fn close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
+
+/// A `[rows, cols]` leaf whose storage is column-major (a transposed operand).
+fn column_major(values_row_major: &[f32], rows: usize, cols: usize) -> Tensor {
+    let mut storage = vec![0.0f32; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            storage[j * rows + i] = values_row_major[i * cols + j];
+        }
+    }
+    let layout = Layout::new(Shape::from(&[rows, cols][..]), Stride::from(&[1, rows][..])).unwrap();
+    Tensor::from_parts(CpuCarrier::from_vec(storage), layout, 0).unwrap()
+}
+
+proptest! {
+    #[test]
+    fn matmul_matches_loops_for_any_operand_layout(m in 1usize..6, k in 1usize..6, n in 1usize..6, ta in any::<bool>(), tb in any::<bool>()) {
+        let (av, bv) = (seq(m * k, 0.3), seq(k * n, 0.2));
+        let a = if ta { column_major(&av, m, k) } else { t(&av, &[m, k]) };
+        let b = if tb { column_major(&bv, k, n) } else { t(&bv, &[k, n]) };
+        let c = matmul(&a, &b).unwrap();
+        prop_assert_eq!(c.dims(), vec![m, n]);
+        close(&vals(&c), &reference(&av, &bv, m, k, n));
+        gradcheck(|x| sum(&matmul(&x[0], &x[1])?), &[a.clone(), b.clone()], GradcheckOptions::default()).unwrap();
+        let w = t(&seq(m * n, 0.5), &[m, n]);
+        gradcheck(|x| sum(&autograd_core::ops::mul(&matmul(&x[0], &x[1])?, &w)?), &[a, b], GradcheckOptions::default()).unwrap();
+    }
+}
+
+#[test]
+fn batched_matmul_broadcasts_batch_axes_and_sums_their_gradients() {
+    // a: [2, 3, 4] times b: [4, 5] broadcast over the batch
+    let a = t(&seq(24, 0.1), &[2, 3, 4]);
+    let b = t(&seq(20, 0.2), &[4, 5]);
+    let c = matmul(&a, &b).unwrap();
+    assert_eq!(c.dims(), vec![2, 3, 5]);
+    let av = vals(&a);
+    let bv = vals(&b);
+    let mut want = reference(&av[..12], &bv, 3, 4, 5);
+    want.extend(reference(&av[12..], &bv, 3, 4, 5));
+    close(&vals(&c), &want);
+    let w = t(&seq(30, 0.3), &[2, 3, 5]);
+    gradcheck(
+        |x| sum(&autograd_core::ops::mul(&matmul(&x[0], &x[1])?, &w)?),
+        &[a, b],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn linear_matches_x_wt_plus_b_and_passes_gradcheck() {
+    let x = t(&seq(6, 0.5), &[2, 3]);
+    let w = t(&seq(12, 0.25), &[4, 3]);
+    let b = t(&[0.5, -1.0, 2.0, 0.0], &[4]);
+    let y = linear(&x, &w, Some(&b)).unwrap();
+    assert_eq!(y.dims(), vec![2, 4]);
+    let (xv, wv, bv) = (vals(&x), vals(&w), vals(&b));
+    let want: Vec<f32> = (0..2)
+        .flat_map(|i| {
+            let (xv, wv, bv) = (&xv, &wv, &bv);
+            (0..4).map(move |o| (0..3).map(|p| xv[i * 3 + p] * wv[o * 3 + p]).sum::<f32>() + bv[o])
+        })
+        .collect();
+    close(&vals(&y), &want);
+    let g = t(&seq(8, 0.7), &[2, 4]);
+    gradcheck(
+        |v| {
+            sum(&autograd_core::ops::mul(
+                &linear(&v[0], &v[1], Some(&v[2]))?,
+                &g,
+            )?)
+        },
+        &[x.clone(), w.clone(), b],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+    gradcheck(
+        |v| sum(&autograd_core::ops::mul(&linear(&v[0], &v[1], None)?, &g)?),
+        &[x, w],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn linear_over_leading_axes_and_parameter_only_grad() {
+    let x = t(&seq(24, 0.1), &[2, 3, 4]);
+    let w = t(&seq(8, 0.3), &[2, 4]);
+    let y = linear(&x, &w, None).unwrap();
+    assert_eq!(y.dims(), vec![2, 3, 2]);
+    let loss = sum(&y).unwrap();
+    let g = grad(&loss, &[&w], &Tensor::scalar(1.0), GradOptions::default()).unwrap();
+    // d sum(x wᵀ)/dw[o, p] = the sum of x[..., p] over every row
+    let xv = vals(&x);
+    let col: Vec<f32> = (0..4)
+        .map(|p| (0..6).map(|r| xv[r * 4 + p]).sum())
+        .collect();
+    let mut want = col.clone();
+    want.extend(col);
+    close(&vals(g[0].as_ref().unwrap()), &want);
+}
+
+#[test]
+fn mismatched_shapes_are_value_errors() {
+    let a = t(&seq(6, 1.0), &[2, 3]);
+    let b = t(&seq(8, 1.0), &[2, 4]);
+    assert_eq!(matmul(&a, &b).unwrap_err().kind(), ErrorKind::Value);
+    let v = t(&seq(3, 1.0), &[3]);
+    assert_eq!(matmul(&v, &a).unwrap_err().kind(), ErrorKind::Value);
+    let w = t(&seq(8, 1.0), &[4, 2]);
+    assert_eq!(linear(&a, &w, None).unwrap_err().kind(), ErrorKind::Value);
+    let w = t(&seq(12, 1.0), &[4, 3]);
+    let bad_bias = t(&seq(3, 1.0), &[3]);
+    assert_eq!(
+        linear(&a, &w, Some(&bad_bias)).unwrap_err().kind(),
+        ErrorKind::Value
+    );
+    let c = t(&seq(24, 1.0), &[2, 3, 4]);
+    let d = t(&seq(60, 1.0), &[3, 4, 5]);
+    assert_eq!(matmul(&c, &d).unwrap_err().kind(), ErrorKind::Value);
+}
