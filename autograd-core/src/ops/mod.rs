@@ -6,7 +6,11 @@
 mod broadcast;
 mod elementwise;
 mod reduce;
+mod view;
 
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
 pub use reduce::sum;
+pub use view::{
+    flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view,
+};
