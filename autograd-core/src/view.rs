@@ -242,7 +242,22 @@ impl Tensor {
     /// The same elements with flat extents `dims`: a view when storage order is logical order,
     /// otherwise a compact copy.
     pub(crate) fn raw_reshape(&self, dims: &[usize]) -> Result<Tensor> {
+        self.check_reshape("reshape", dims)?;
         self.raw_reshape_to("reshape", &Shape::from(dims))
+    }
+
+    /// `Error::Value` naming `dims` when they do not hold exactly `self`'s elements.
+    fn check_reshape(&self, op: &str, dims: &[usize]) -> Result<()> {
+        let target = Layout::row_major(dims)?;
+        ensure!(
+            target.size() == self.size(),
+            Value,
+            "{op}: shape {} has {} elements but {dims:?} needs {}",
+            self.shape(),
+            self.size(),
+            target.size()
+        );
+        Ok(())
     }
 
     /// The same elements (in logical order) under `shape`, flat or nested, of the same size: a
@@ -271,16 +286,14 @@ impl Tensor {
 
     /// `raw_reshape` that refuses to copy: `Error::Value` when no view has extents `dims`.
     pub(crate) fn raw_view(&self, dims: &[usize]) -> Result<Tensor> {
-        let shape = Shape::from(dims);
-        // a size mismatch is reported by raw_reshape_to, which then copies nothing
-        if !self.is_viewable() && Layout::row_major(dims)?.size() == self.size() {
-            bail!(
-                Value,
-                "view: layout {} does not keep its elements in logical order, so no view has extents {dims:?}; use reshape (which copies) instead",
-                self.layout()
-            );
-        }
-        self.raw_reshape_to("view", &shape)
+        self.check_reshape("view", dims)?;
+        ensure!(
+            self.is_viewable(),
+            Value,
+            "view: layout {} does not keep its elements in logical order, so no view has extents {dims:?}; use reshape (which copies) instead",
+            self.layout()
+        );
+        self.raw_reshape_to("view", &Shape::from(dims))
     }
 
     /// Top-level modes `start..=end` merged into one flat mode (the others keep their extents,
