@@ -353,6 +353,9 @@ impl Tensor {
 /// is enabled and `self` is differentiable; each shares `self`'s storage (no copy) except
 /// `reshape`/`flatten` when no layout expresses the result. A view that must leave the graph
 /// is [`Tensor::with_layout_detached`], or the view followed by [`Tensor::detach`].
+///
+/// Inside a `#[differentiable]` forward body graph construction is disabled, so these methods
+/// record nothing there: a kernel may use them freely to look at its inputs.
 impl Tensor {
     /// Top-level modes `a` and `b` swapped (a view); see [`crate::ops::transpose`].
     ///

@@ -23,7 +23,9 @@ fn assert_view_op(x: &Tensor, y: &Tensor, name: &str) {
         x.carrier().unwrap().id(),
         "{name} copied its input"
     );
-    let node = y.autograd_ctx().unwrap_or_else(|| panic!("{name} recorded no node"));
+    let node = y
+        .autograd_ctx()
+        .unwrap_or_else(|| panic!("{name} recorded no node"));
     assert_eq!(node.name(), name);
     assert!(node.inputs()[0].same_tensor(x));
 }
@@ -179,7 +181,10 @@ fn no_node_with_grad_mode_off_or_a_non_float32_input() {
         assert!(y.autograd_ctx().is_none());
         assert_eq!(y.carrier().unwrap().id(), i.carrier().unwrap().id());
     }
-    assert_eq!(i.transpose(0, 1).unwrap().values::<i32>().unwrap(), [1, 4, 2, 5, 3, 6]);
+    assert_eq!(
+        i.transpose(0, 1).unwrap().values::<i32>().unwrap(),
+        [1, 4, 2, 5, 3, 6]
+    );
 }
 
 // ---- bad arguments ---------------------------------------------------------------------------
@@ -243,7 +248,12 @@ fn nested_modes_move_whole_and_cuts_of_them_are_refused_clearly() {
 
 #[test]
 fn a_chain_transpose_narrow_select_broadcast_passes_gradcheck() {
-    let x = t(&[0.3, -0.7, 1.1, 0.2, -0.4, 0.9, 0.5, -1.3, 0.8, 0.05, -0.6, 1.7], &[3, 4]);
+    let x = t(
+        &[
+            0.3, -0.7, 1.1, 0.2, -0.4, 0.9, 0.5, -1.3, 0.8, 0.05, -0.6, 1.7,
+        ],
+        &[3, 4],
+    );
     let f = |v: &[Tensor]| {
         v[0].broadcast_to(&[2, 3, 4])?
             .select(0, 1)?
@@ -384,16 +394,26 @@ fn leaf(dims: &[usize], values: &[f32], kind: Leaf) -> Tensor {
             let strides: Vec<usize> = layout.leaves().iter().map(|l| l.stride * 2).collect();
             let mut modes = Vec::new();
             for (&d, &s) in dims.iter().zip(&strides) {
-                modes.push(Layout::new(autograd_core::Shape::from(d), autograd_core::Stride::from(s)).unwrap());
+                modes.push(
+                    Layout::new(
+                        autograd_core::Shape::from(d),
+                        autograd_core::Stride::from(s),
+                    )
+                    .unwrap(),
+                );
             }
-            w.with_layout_detached(Layout::from_modes(&modes).unwrap(), 1).unwrap()
+            w.with_layout_detached(Layout::from_modes(&modes).unwrap(), 1)
+                .unwrap()
         }
         Leaf::Broadcast => {
             // the first mode repeats one slice of storage (stride 0)
             let mut one = dims.to_vec();
             one[0] = 1;
             let inner: usize = one.iter().product();
-            t(&values[..inner], &one).broadcast_to(dims).unwrap().detach()
+            t(&values[..inner], &one)
+                .broadcast_to(dims)
+                .unwrap()
+                .detach()
         }
     }
 }
@@ -444,4 +464,19 @@ proptest! {
         let report = gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default());
         prop_assert!(report.is_ok(), "{:?} on {}: {:?}", steps, x.layout(), report.err());
     }
+}
+
+#[test]
+fn select_of_a_vector_and_squeeze_to_rank_zero_differentiate() {
+    let x = t(&[0.5, -1.5, 2.5], &[3]);
+    let s = x.select(0, 1).unwrap();
+    assert_view_op(&x, &s, "select");
+    assert_eq!((s.layout().rank(), s.size()), (0, 1));
+    assert_eq!(vals(&s), [-1.5]);
+    check(|v| v[0].select(0, 2), &x);
+    let one = t(&[4.0], &[1]);
+    check(
+        |v| v[0].squeeze(0)?.unsqueeze(0)?.broadcast_to(&[2, 3]),
+        &one,
+    );
 }

@@ -11,6 +11,4 @@ mod view;
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
 pub use reduce::sum;
-pub use view::{
-    flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view,
-};
+pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};

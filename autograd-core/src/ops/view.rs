@@ -147,7 +147,9 @@ pub fn select(a: &Tensor, dim: usize, index: usize) -> Result<Tensor> {
     // y[c] = a[c with index inserted at dim]: the positions with coordinate `index` along
     // `dim` receive g, every other position of a receives 0.
     fn vjp(g: &Tensor, a: &Tensor, dim: usize, index: usize) -> Result<Option<Tensor>> {
-        Ok(Some(scatter_into_zeros(a, g, |z| z.raw_select(dim, index))?))
+        Ok(Some(scatter_into_zeros(a, g, |z| {
+            z.raw_select(dim, index)
+        })?))
     }
     a.raw_select(dim, index)
 }
