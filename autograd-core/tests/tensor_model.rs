@@ -588,7 +588,7 @@ fn reshape_views_when_contiguous_and_copies_otherwise() {
 }
 
 #[test]
-fn with_layout_is_an_arbitrary_validated_view() {
+fn with_layout_detached_is_an_arbitrary_validated_view() {
     let t = Tensor::from_vec(iota(8), shape![8]).unwrap();
     // a 2 x 2 window with a stride-3 row at offset 1
     let w = t
