@@ -382,7 +382,8 @@ fn batch_cotangents(output: &Tensor, cotangents: &Tensor) -> Result<Vec<Tensor>>
         .map(|i| {
             // An empty output's cotangents address no storage: every view sits at the start.
             let shift = if o.size() == 0 { 0 } else { i * batch_stride };
-            let view = cotangents.with_layout(view_layout.clone(), cotangents.offset() + shift)?;
+            let view = cotangents
+                .with_layout_detached(view_layout.clone(), cotangents.offset() + shift)?;
             gradient::check_cotangent(output, view)
                 .map_err(|e| e.context(format!("cotangent at batch index {i}")))
         })

@@ -1,7 +1,13 @@
-//! Raw views: new tensors over the same carrier with another layout or offset.
+//! Views: new tensors over the same carrier with another layout or offset.
 //!
-//! These record no autograd node (the op library's differentiable views do); they share storage,
-//! so a mutation through a view bumps the version every alias sees.
+//! The public view methods (`transpose`, `permute`, `reshape`, `view`, `flatten`, `unsqueeze`,
+//! `squeeze`, `narrow`, `slice`, `select`, `broadcast_to`, `expand`) are the differentiable ops
+//! of [`crate::ops`]: they record a node like any other op. The `raw_*` helpers here compute
+//! the same views without recording anything; the ops call them, and they are crate-private.
+//! The one public way to leave the graph while viewing storage is
+//! [`Tensor::with_layout_detached`] (or [`Tensor::detach`] after a view).
+//!
+//! Views share storage, so a mutation through a view bumps the version every alias sees.
 
 use std::sync::Arc;
 
@@ -65,10 +71,25 @@ impl Tensor {
         Tensor::from_inner(self.0.dtype.clone(), self.0.layout.clone(), parts)
     }
 
-    /// The same carrier under an arbitrary layout at an absolute carrier `offset`, validated to
-    /// fit the carrier.
-    pub fn with_layout(&self, layout: Layout, offset: usize) -> Result<Tensor> {
-        self.view_with("with_layout", layout, offset)
+    /// The escape hatch out of the graph: the same carrier under an arbitrary `layout` at an
+    /// absolute carrier `offset` (validated to fit the carrier), as a new tensor with **no
+    /// autograd state**: it records no node, so no gradient flows from it back to `self`.
+    ///
+    /// Use it to build a leaf with a special layout (a stride-0 or strided-with-holes
+    /// parameter) or for kernels that manage the graph themselves. The differentiable views
+    /// (`transpose`, `narrow`, `broadcast_to`, …) are the methods to use inside a model.
+    ///
+    /// ```
+    /// use autograd_core::{shape, stride, Layout, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3])?;
+    /// // a [2, 3] leaf whose rows alias x's storage (stride 0)
+    /// let b = x.with_layout_detached(Layout::new(shape![2, 3], stride![0, 1])?, 0)?;
+    /// assert!(b.autograd_ctx().is_none());
+    /// assert_eq!(b.values::<f32>()?, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+    /// # Ok::<(), autograd_core::Error>(())
+    /// ```
+    pub fn with_layout_detached(&self, layout: Layout, offset: usize) -> Result<Tensor> {
+        self.view_with("with_layout_detached", layout, offset)
     }
 
     fn leaf_mode(&self, op: &str, dim: usize) -> Result<(usize, usize)> {
@@ -103,7 +124,7 @@ impl Tensor {
     }
 
     /// Elements `start..start + len` of the leaf top-level mode `dim`.
-    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
+    pub(crate) fn raw_narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
         let (extent, stride) = self.leaf_mode("narrow", dim)?;
         ensure!(
             start.checked_add(len).is_some_and(|end| end <= extent),
@@ -123,7 +144,7 @@ impl Tensor {
     }
 
     /// The sub-tensor at `index` along top-level mode `dim`, with that mode removed.
-    pub fn select(&self, dim: usize, index: usize) -> Result<Tensor> {
+    pub(crate) fn raw_select(&self, dim: usize, index: usize) -> Result<Tensor> {
         let l = self.layout();
         ensure!(
             dim < l.rank(),
@@ -147,7 +168,7 @@ impl Tensor {
     }
 
     /// The top-level modes reordered: mode `i` of the result is mode `order[i]` of `self`.
-    pub fn permute(&self, order: &[usize]) -> Result<Tensor> {
+    pub(crate) fn raw_permute(&self, order: &[usize]) -> Result<Tensor> {
         let rank = self.layout().rank();
         let mut seen = vec![false; rank];
         ensure!(
@@ -171,7 +192,7 @@ impl Tensor {
     }
 
     /// Top-level modes `a` and `b` swapped.
-    pub fn transpose(&self, a: usize, b: usize) -> Result<Tensor> {
+    pub(crate) fn raw_transpose(&self, a: usize, b: usize) -> Result<Tensor> {
         let rank = self.layout().rank();
         ensure!(
             a < rank && b < rank,
@@ -180,12 +201,12 @@ impl Tensor {
         );
         let mut order: Vec<usize> = (0..rank).collect();
         order.swap(a, b);
-        self.permute(&order)
+        self.raw_permute(&order)
     }
 
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
     /// leading modes and extent-1 leaf modes repeat.
-    pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
+    pub(crate) fn raw_broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
         let l = self.layout();
         let own = l.dims();
         ensure!(
@@ -220,20 +241,211 @@ impl Tensor {
 
     /// The same elements with flat extents `dims`: a view when storage order is logical order,
     /// otherwise a compact copy.
-    pub fn reshape(&self, dims: &[usize]) -> Result<Tensor> {
+    pub(crate) fn raw_reshape(&self, dims: &[usize]) -> Result<Tensor> {
+        self.check_reshape("reshape", dims)?;
+        self.raw_reshape_to("reshape", &Shape::from(dims))
+    }
+
+    /// `Error::Value` naming `dims` when they do not hold exactly `self`'s elements.
+    fn check_reshape(&self, op: &str, dims: &[usize]) -> Result<()> {
         let target = Layout::row_major(dims)?;
         ensure!(
             target.size() == self.size(),
             Value,
-            "reshape: shape {} has {} elements but {dims:?} needs {}",
+            "{op}: shape {} has {} elements but {dims:?} needs {}",
             self.shape(),
             self.size(),
             target.size()
         );
-        if self.subtensor_count() == 1 && self.layout().is_row_major_contiguous() {
-            return self.view_with("reshape", target, self.offset());
+        Ok(())
+    }
+
+    /// The same elements (in logical order) under `shape`, flat or nested, of the same size: a
+    /// relabelling of the storage when storage order is logical order, otherwise a compact copy.
+    pub(crate) fn raw_reshape_to(&self, op: &str, shape: &Shape) -> Result<Tensor> {
+        let target = Layout::compact_row_major(shape.clone())?;
+        ensure!(
+            target.size() == self.size(),
+            Value,
+            "{op}: shape {} has {} elements but {shape} needs {}",
+            self.shape(),
+            self.size(),
+            target.size()
+        );
+        if self.is_viewable() {
+            return self.view_with(op, target, self.offset());
         }
         let copy = self.contiguous()?;
-        copy.view_with("reshape", target, 0)
+        copy.view_with(op, target, 0)
+    }
+
+    /// Whether a reshape of `self` can be a view (one subtensor, storage order is logical order).
+    pub(crate) fn is_viewable(&self) -> bool {
+        self.subtensor_count() == 1 && self.layout().is_row_major_contiguous()
+    }
+
+    /// `raw_reshape` that refuses to copy: `Error::Value` when no view has extents `dims`.
+    pub(crate) fn raw_view(&self, dims: &[usize]) -> Result<Tensor> {
+        self.check_reshape("view", dims)?;
+        ensure!(
+            self.is_viewable(),
+            Value,
+            "view: layout {} does not keep its elements in logical order, so no view has extents {dims:?}; use reshape (which copies) instead",
+            self.layout()
+        );
+        self.raw_reshape_to("view", &Shape::from(dims))
+    }
+
+    /// Top-level modes `start..=end` merged into one flat mode (the others keep their extents,
+    /// as flat modes): a view when storage order is logical order, otherwise a copy.
+    pub(crate) fn raw_flatten(&self, start: usize, end: usize) -> Result<Tensor> {
+        let dims = self.dims();
+        ensure!(
+            start <= end && end < dims.len(),
+            Value,
+            "flatten: modes {start}..={end} are not a range of modes below rank {}",
+            dims.len()
+        );
+        let merged: usize = dims[start..=end].iter().product();
+        let mut out = dims[..start].to_vec();
+        out.push(merged);
+        out.extend_from_slice(&dims[end + 1..]);
+        self.raw_reshape_to("flatten", &Shape::from(out.as_slice()))
+    }
+
+    /// A leaf mode of extent 1 inserted at top-level position `dim` (`0..=rank`): always a view.
+    pub(crate) fn raw_unsqueeze(&self, dim: usize) -> Result<Tensor> {
+        let mut modes = self.layout().modes();
+        ensure!(
+            dim <= modes.len(),
+            Value,
+            "unsqueeze: position {dim} is out of range for layout {} of rank {}",
+            self.layout(),
+            modes.len()
+        );
+        modes.insert(dim, Layout::new(Shape::from(1usize), Stride::from(1usize))?);
+        self.view_with("unsqueeze", Layout::from_modes(&modes)?, self.offset())
+    }
+
+    /// Top-level mode `dim`, which must have extent 1, removed: always a view.
+    pub(crate) fn raw_squeeze(&self, dim: usize) -> Result<Tensor> {
+        let l = self.layout();
+        let dims = l.dims();
+        ensure!(
+            dim < dims.len(),
+            Value,
+            "squeeze: mode {dim} is out of range for layout {l} of rank {}",
+            dims.len()
+        );
+        ensure!(
+            dims[dim] == 1,
+            Value,
+            "squeeze: mode {dim} of layout {l} has extent {}, not 1",
+            dims[dim]
+        );
+        let mut modes = l.modes();
+        modes.remove(dim);
+        self.view_with("squeeze", Layout::from_modes(&modes)?, self.offset())
+    }
+}
+
+/// The differentiable views. Each records a node (see [`crate::ops`]) when graph construction
+/// is enabled and `self` is differentiable; each shares `self`'s storage (no copy) except
+/// `reshape`/`flatten` when no layout expresses the result. A view that must leave the graph
+/// is [`Tensor::with_layout_detached`], or the view followed by [`Tensor::detach`].
+///
+/// Inside a `#[differentiable]` forward body graph construction is disabled, so these methods
+/// record nothing there: a kernel may use them freely to look at its inputs.
+impl Tensor {
+    /// Top-level modes `a` and `b` swapped (a view); see [`crate::ops::transpose`].
+    ///
+    /// ```
+    /// use autograd_core::{shape, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3])?;
+    /// let t = x.transpose(0, 1)?;
+    /// assert_eq!(t.values::<f32>()?, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    /// assert_eq!(t.autograd_ctx().map(|n| n.name().to_string()), Some("transpose".into()));
+    /// # Ok::<(), autograd_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn transpose(&self, a: usize, b: usize) -> Result<Tensor> {
+        crate::ops::transpose(self, a, b)
+    }
+
+    /// The top-level modes reordered: mode `i` of the result is mode `order[i]` of `self` (a
+    /// view); see [`crate::ops::permute`].
+    #[track_caller]
+    pub fn permute(&self, order: &[usize]) -> Result<Tensor> {
+        crate::ops::permute(self, order)
+    }
+
+    /// The same elements (logical order) with flat extents `dims`: a view when storage order is
+    /// logical order, otherwise a compact copy; see [`crate::ops::reshape`].
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> Result<Tensor> {
+        crate::ops::reshape(self, dims)
+    }
+
+    /// [`Tensor::reshape`] that never copies: `Error::Value` when no view exists; see
+    /// [`crate::ops::view`].
+    #[track_caller]
+    pub fn view(&self, dims: &[usize]) -> Result<Tensor> {
+        crate::ops::view(self, dims)
+    }
+
+    /// Top-level modes `start..=end` merged into one (PyTorch's `flatten(start_dim, end_dim)`;
+    /// `flatten(0, rank - 1)` gives one mode); see [`crate::ops::flatten`].
+    #[track_caller]
+    pub fn flatten(&self, start: usize, end: usize) -> Result<Tensor> {
+        crate::ops::flatten(self, start, end)
+    }
+
+    /// A mode of extent 1 inserted at position `dim` (`0..=rank`), a view; see
+    /// [`crate::ops::unsqueeze`].
+    #[track_caller]
+    pub fn unsqueeze(&self, dim: usize) -> Result<Tensor> {
+        crate::ops::unsqueeze(self, dim)
+    }
+
+    /// Mode `dim`, of extent 1, removed (a view); `Error::Value` when its extent is not 1; see
+    /// [`crate::ops::squeeze`].
+    #[track_caller]
+    pub fn squeeze(&self, dim: usize) -> Result<Tensor> {
+        crate::ops::squeeze(self, dim)
+    }
+
+    /// Elements `start..start + len` of the leaf top-level mode `dim` (a view); see
+    /// [`crate::ops::narrow`].
+    #[track_caller]
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
+        crate::ops::narrow(self, dim, start, len)
+    }
+
+    /// Elements `range` of the leaf top-level mode `dim` (`x[.., a..b]`): [`Tensor::narrow`]
+    /// with `start = range.start`, `len = range.len()`; an empty or reversed range is empty.
+    #[track_caller]
+    pub fn slice(&self, dim: usize, range: std::ops::Range<usize>) -> Result<Tensor> {
+        let len = range.end.saturating_sub(range.start);
+        crate::ops::narrow(self, dim, range.start, len)
+    }
+
+    /// The sub-tensor at `index` along top-level mode `dim`, with that mode removed (a view);
+    /// see [`crate::ops::select`].
+    #[track_caller]
+    pub fn select(&self, dim: usize, index: usize) -> Result<Tensor> {
+        crate::ops::select(self, dim, index)
+    }
+
+    /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
+    /// leading modes and extent-1 leaf modes repeat; see [`crate::ops::broadcast_to`].
+    #[track_caller]
+    pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
+        crate::ops::broadcast_to(self, dims)
+    }
+
+    /// PyTorch's name for [`Tensor::broadcast_to`].
+    #[track_caller]
+    pub fn expand(&self, dims: &[usize]) -> Result<Tensor> {
+        crate::ops::broadcast_to(self, dims)
     }
 }

@@ -588,11 +588,11 @@ fn reshape_views_when_contiguous_and_copies_otherwise() {
 }
 
 #[test]
-fn with_layout_is_an_arbitrary_validated_view() {
+fn with_layout_detached_is_an_arbitrary_validated_view() {
     let t = Tensor::from_vec(iota(8), shape![8]).unwrap();
     // a 2 x 2 window with a stride-3 row at offset 1
     let w = t
-        .with_layout(Layout::new(shape![2, 2], stride![3, 1]).unwrap(), 1)
+        .with_layout_detached(Layout::new(shape![2, 2], stride![3, 1]).unwrap(), 1)
         .unwrap();
     assert_eq!(f32s(&w), vec![1.0, 2.0, 4.0, 5.0]);
     assert_eq!(w.carrier().unwrap().id(), t.carrier().unwrap().id());
@@ -600,7 +600,7 @@ fn with_layout_is_an_arbitrary_validated_view() {
     assert_eq!(t.get(&[5]).unwrap(), Scalar::F32(50.0));
     // a hierarchical layout over the same storage
     let h = t
-        .with_layout(
+        .with_layout_detached(
             Layout::new(shape![2, [2, 2]], stride![1, [2, 4]]).unwrap(),
             0,
         )
@@ -612,11 +612,11 @@ fn with_layout_is_an_arbitrary_validated_view() {
     assert_eq!(t.get(&[5]).unwrap(), Scalar::F32(55.0));
     // does not fit
     let e = t
-        .with_layout(Layout::new(shape![2, 2], stride![3, 1]).unwrap(), 4)
+        .with_layout_detached(Layout::new(shape![2, 2], stride![3, 1]).unwrap(), 4)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Value);
     assert_eq!(
-        kind(t.with_layout(Layout::row_major(&[9]).unwrap(), 0)),
+        kind(t.with_layout_detached(Layout::row_major(&[9]).unwrap(), 0)),
         ErrorKind::Value
     );
 }
@@ -762,7 +762,7 @@ fn writes_into_a_broadcast_view_are_rejected() {
     // an aliasing layout that is not a broadcast is rejected the same way
     let base = Tensor::from_vec(iota(4), shape![4]).unwrap();
     let overlap = base
-        .with_layout(Layout::new(shape![2, 2], stride![1, 1]).unwrap(), 0)
+        .with_layout_detached(Layout::new(shape![2, 2], stride![1, 1]).unwrap(), 0)
         .unwrap();
     assert_eq!(
         kind(overlap.copy_from(&Tensor::zeros(shape![2, 2], &DType::Float32).unwrap())),

@@ -1059,7 +1059,7 @@ fn expanded_layout(
 
 fn expand(x: &Tensor, shape: &Shape, map: &[Option<usize>]) -> Result<Tensor> {
     let layout = expanded_layout(x.layout().leaves(), shape, map)?;
-    let view = x.detach().with_layout(layout, x.offset())?;
+    let view = x.with_layout_detached(layout, x.offset())?;
     Ok(record(view, &[x], Vec::new(), |saved| Expand {
         saved,
         map: map.to_vec(),

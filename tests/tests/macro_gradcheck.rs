@@ -95,7 +95,8 @@ fn mul_matches_finite_differences() {
 #[test]
 fn mul_of_a_broadcast_input_matches_finite_differences() {
     let row = t(&[0.5, -1.0, 2.0], &[3]);
-    let wide = row.broadcast_to(&[2, 3]).unwrap();
+    // a broadcast *leaf*: the view detached from `row`'s graph
+    let wide = row.broadcast_to(&[2, 3]).unwrap().detach();
     check(
         |x| mul(&x[0], &x[1]),
         &[wide, t(&[1.0, 2.0, 3.0, -1.0, 0.5, 0.25], &[2, 3])],

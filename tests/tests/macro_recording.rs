@@ -502,7 +502,7 @@ fn gradients_in_another_layout_are_laid_out_like_their_input() {
 
     // a broadcast input receives a non-injective gradient: re-laid out, then folded
     let base = t(&[1.0, 2.0, 3.0], &[3]);
-    let xb = base.broadcast_to(&[2, 3]).unwrap();
+    let xb = base.broadcast_to(&[2, 3]).unwrap().detach(); // a broadcast leaf
     let y = broadcast_grad(&xb).unwrap();
     y.backward_with(Some(&g), false).unwrap();
     // per-slot sums (1+1, 2+2, 3+3) replicated at every position of the broadcast target

@@ -19,7 +19,7 @@ fn an_empty_tensor_past_the_end_of_its_carrier_is_refused() {
     // the same through with_layout, and with a nested empty layout
     let t = Tensor::from_vec(vec![1.0f32, 2.0], shape![2]).unwrap();
     assert_eq!(
-        kind(t.with_layout(Layout::row_major(&[0]).unwrap(), 3)),
+        kind(t.with_layout_detached(Layout::row_major(&[0]).unwrap(), 3)),
         ErrorKind::Value
     );
     let nested = Layout::new(shape![2, [0, 3]], stride![1, [1, 7]]).unwrap();

@@ -34,7 +34,7 @@ fn gradient_buffers_use_injective_layouts_and_aggregate_broadcast_aliases__sum_c
     for x in [
         with_layout(&[10.0, 20.0], layout.clone()),
         tc(&[10.0, 20.0], &[2])
-            .with_layout(layout.clone(), 0)
+            .with_layout_detached(layout.clone(), 0)
             .unwrap(),
     ] {
         let g = grad_of_product(&x, &w);
@@ -64,7 +64,9 @@ fn gradient_buffers_use_injective_layouts_and_aggregate_broadcast_aliases__sum_c
     let w = Tensor::from_vec(contributions.clone(), shape![2, [4, 3]]).unwrap();
     for x in [
         with_layout(&[1.0; 6], layout.clone()),
-        tc(&[1.0; 6], &[6]).with_layout(layout.clone(), 0).unwrap(),
+        tc(&[1.0; 6], &[6])
+            .with_layout_detached(layout.clone(), 0)
+            .unwrap(),
     ] {
         let g = grad_of_product(&x, &w);
         assert_eq!(g.layout(), &Layout::canonical(shape![2, [4, 3]]).unwrap());

@@ -32,7 +32,7 @@ fn non_float32_tensors() -> Vec<(String, Tensor)> {
     ));
     let pair = DType::compound([("re", DType::Float32), ("im", DType::Float32)]).unwrap();
     let records = f32_storage
-        .with_layout(Layout::row_major(&[2]).unwrap(), 0)
+        .with_layout_detached(Layout::row_major(&[2]).unwrap(), 0)
         .unwrap()
         .with_logical_dtype(pair)
         .unwrap();

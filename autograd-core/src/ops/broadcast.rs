@@ -29,5 +29,5 @@ pub fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
         }
         Ok(Some(a.f32_like(out)?))
     }
-    a.detach().broadcast_to(dims)
+    a.raw_broadcast_to(dims)
 }

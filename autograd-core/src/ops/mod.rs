@@ -7,8 +7,10 @@ mod broadcast;
 mod elementwise;
 mod linalg;
 mod reduce;
+mod view;
 
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
 pub use linalg::{linear, matmul};
 pub use reduce::sum;
+pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};

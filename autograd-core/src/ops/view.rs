@@ -1,0 +1,155 @@
+//! Views that are ops: each forward shares the input's storage (no copy; `reshape` and
+//! `flatten` copy only when no layout expresses the result) and records a node like any other
+//! op, so a view inside a model passes gradients back to its source.
+//!
+//! Every VJP receives the cotangent `g` of its result per logical position (an injective
+//! layout, as if the result did not alias storage) and returns one cotangent per logical
+//! position of the input, in any layout of the input's shape:
+//! - a relabelling of the positions (transpose, permute) hands `g` back through the inverse
+//!   relabelling;
+//! - a change of shape that keeps logical order (reshape, view, flatten, unsqueeze, squeeze)
+//!   hands back `g` under the input's shape;
+//! - a cut (narrow, select) hands back `g` at the cut positions and zeros elsewhere;
+//! - `broadcast_to` sums over repetitions (see [`broadcast_to`](crate::ops::broadcast_to)).
+//!
+//! The methods of the same names on [`Tensor`] call these functions.
+
+use std::sync::Arc;
+
+use crate::{differentiable, Layout, Result, Tensor};
+
+/// Zeros of `a`'s shape (canonical layout, `a`'s carrier class) with `g` written into the cut
+/// `cut` makes of them: the cotangent of a cut view of `a`.
+fn scatter_into_zeros(
+    a: &Tensor,
+    g: &Tensor,
+    cut: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let layout = Arc::new(Layout::canonical(a.shape().clone())?);
+    let zeros = a.f32_with_layout(vec![0.0; a.size()], layout)?;
+    cut(&zeros)?.copy_from(g)?;
+    Ok(zeros)
+}
+
+/// Top-level modes `dim0` and `dim1` of `a` swapped: a view sharing `a`'s storage.
+///
+/// `Error::Value` when a mode is out of range.
+#[differentiable(crate = crate)]
+pub fn transpose(a: &Tensor, dim0: usize, dim1: usize) -> Result<Tensor> {
+    // y[.., i, .., j, ..] = a[.., j, .., i, ..]: a swap is its own inverse, so
+    // da = g with the same two modes swapped back.
+    fn vjp(g: &Tensor, dim0: usize, dim1: usize) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_transpose(dim0, dim1)?))
+    }
+    a.raw_transpose(dim0, dim1)
+}
+
+/// The top-level modes of `a` reordered, mode `i` of the result being mode `order[i]` of `a`:
+/// a view sharing `a`'s storage.
+///
+/// `Error::Value` when `order` is not a permutation of `0..rank`.
+#[differentiable(crate = crate)]
+pub fn permute(a: &Tensor, order: &[usize]) -> Result<Tensor> {
+    // y[c] = a[c'] with c'[order[i]] = c[i]: position c' of a receives g at c, so
+    // da = g permuted by the inverse permutation (inverse[order[i]] = i).
+    fn vjp(g: &Tensor, order: &[usize]) -> Result<Option<Tensor>> {
+        let mut inverse = vec![0; order.len()];
+        for (i, &o) in order.iter().enumerate() {
+            inverse[o] = i;
+        }
+        Ok(Some(g.raw_permute(&inverse)?))
+    }
+    a.raw_permute(order)
+}
+
+/// `a`'s elements (logical order) with flat extents `dims`: a view when `a`'s storage order is
+/// its logical order, otherwise a compact copy (as in PyTorch).
+///
+/// `Error::Value` when the sizes differ.
+#[differentiable(crate = crate)]
+pub fn reshape(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    // y at logical index k is a at logical index k: da = g (logical order) under a's shape.
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("reshape", a.shape())?))
+    }
+    a.raw_reshape(dims)
+}
+
+/// [`reshape`] that never copies: `Error::Value` when `a`'s storage order is not its logical
+/// order (PyTorch's `view`).
+#[differentiable(crate = crate)]
+pub fn view(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    // as reshape: da = g (logical order) under a's shape
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("view", a.shape())?))
+    }
+    a.raw_view(dims)
+}
+
+/// Top-level modes `start..=end` of `a` merged into one flat mode, the others kept (as flat
+/// modes): [`reshape`] to those extents, so a view when one exists.
+///
+/// `Error::Value` unless `start <= end < rank`.
+#[differentiable(crate = crate)]
+pub fn flatten(a: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+    // a reshape: da = g (logical order) under a's shape
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("flatten", a.shape())?))
+    }
+    a.raw_flatten(start, end)
+}
+
+/// `a` with a mode of extent 1 inserted at top-level position `dim` (`0..=rank`): a view.
+///
+/// `Error::Value` when `dim > rank`.
+#[differentiable(crate = crate)]
+pub fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
+    // logical order is unchanged: da = g under a's shape
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("unsqueeze", a.shape())?))
+    }
+    a.raw_unsqueeze(dim)
+}
+
+/// `a` with its top-level mode `dim`, of extent 1, removed: a view.
+///
+/// `Error::Value` when `dim` is out of range or its extent is not 1.
+#[differentiable(crate = crate)]
+pub fn squeeze(a: &Tensor, dim: usize) -> Result<Tensor> {
+    // logical order is unchanged: da = g under a's shape
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("squeeze", a.shape())?))
+    }
+    a.raw_squeeze(dim)
+}
+
+/// Elements `start..start + len` of the leaf top-level mode `dim` of `a`: a view.
+///
+/// `Error::Value` when `dim` is out of range or the range exceeds the mode's extent;
+/// `Error::NotImplemented` when mode `dim` is nested.
+#[differentiable(crate = crate)]
+pub fn narrow(a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor> {
+    // y[.., i, ..] = a[.., start + i, ..]: those positions of a receive g, every other
+    // position of a is unused by y and receives 0.
+    fn vjp(g: &Tensor, a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Option<Tensor>> {
+        Ok(Some(scatter_into_zeros(a, g, |z| {
+            z.raw_narrow(dim, start, len)
+        })?))
+    }
+    a.raw_narrow(dim, start, len)
+}
+
+/// The sub-tensor of `a` at `index` along top-level mode `dim`, that mode removed: a view.
+///
+/// `Error::Value` when `dim` or `index` is out of range.
+#[differentiable(crate = crate)]
+pub fn select(a: &Tensor, dim: usize, index: usize) -> Result<Tensor> {
+    // y[c] = a[c with index inserted at dim]: the positions with coordinate `index` along
+    // `dim` receive g, every other position of a receives 0.
+    fn vjp(g: &Tensor, a: &Tensor, dim: usize, index: usize) -> Result<Option<Tensor>> {
+        Ok(Some(scatter_into_zeros(a, g, |z| {
+            z.raw_select(dim, index)
+        })?))
+    }
+    a.raw_select(dim, index)
+}
