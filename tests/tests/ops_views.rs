@@ -305,6 +305,10 @@ impl Step {
     fn apply(&self, x: &Tensor) -> Result<Tensor> {
         let dims = x.dims();
         let rank = dims.len();
+        if rank == 0 {
+            // a chain that squeezed down to a scalar: every step below needs an axis
+            return x.unsqueeze(0);
+        }
         match *self {
             Step::Transpose(a, b) => x.transpose(a % rank, b % rank),
             Step::Permute(seed) => {

@@ -213,7 +213,7 @@ fn rows_of(x: &Tensor) -> Result<Tensor> {
     let target = Layout::row_major(&[rows, inner])?;
     let l = x.layout();
     if x.subtensor_count() == 1 && l.is_row_major_contiguous() && l.size() == l.cosize() {
-        return x.with_layout(target, x.offset());
+        return x.with_layout_detached(target, x.offset());
     }
     let values = x.values::<f32>()?;
     x.f32_with_layout(values, Arc::new(target))
@@ -236,7 +236,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let g2 = rows_of(g)?;
         let gx = if needs.input(0) {
             let gx = product(&g2, w, Trans { a: false, b: false })?;
-            Some(gx.with_layout(Layout::row_major(&x.dims())?, 0)?)
+            Some(gx.with_layout_detached(Layout::row_major(&x.dims())?, 0)?)
         } else {
             None
         };
@@ -282,7 +282,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     };
     let mut out_dims = dims[..dims.len() - 1].to_vec();
     out_dims.push(out);
-    y2.with_layout(Layout::row_major(&out_dims)?, 0)
+    y2.with_layout_detached(Layout::row_major(&out_dims)?, 0)
 }
 
 /// `y[i, :] + b` for every row of a compact `[rows, n]` matrix.
