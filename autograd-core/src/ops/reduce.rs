@@ -271,7 +271,9 @@ pub fn var_axes(a: &Tensor, axes: &[usize], keepdim: bool, correction: usize) ->
         for (&k, &v) in group.iter().zip(&x) {
             means[k] += f64::from(v);
         }
-        means.iter_mut().for_each(|m| *m /= r as f64);
+        for m in &mut means {
+            *m /= r as f64;
+        }
         let dx = group
             .iter()
             .zip(&x)
@@ -318,7 +320,7 @@ fn arg_extremum(a: &Tensor, axis: usize, keepdim: bool, which: Extremum) -> Resu
         a.shape()
     );
     ensure!(
-        dims[axis] <= i32::MAX as usize,
+        i32::try_from(dims[axis]).is_ok(),
         Value,
         "{op}: axis {axis} of extent {} has indices beyond Int32",
         dims[axis]
