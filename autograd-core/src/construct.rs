@@ -357,8 +357,11 @@ impl fmt::Display for Tensor {
             return write!(f, "{self:?}");
         }
         let summarise = self.size() > SUMMARY_THRESHOLD;
-        let axes: Vec<Vec<Option<usize>>> =
-            self.dims().into_iter().map(|n| shown(n, summarise)).collect();
+        let axes: Vec<Vec<Option<usize>>> = self
+            .dims()
+            .into_iter()
+            .map(|n| shown(n, summarise))
+            .collect();
         f.write_str(PREFIX)?;
         write_values(f, self, &axes, &mut Vec::with_capacity(axes.len()))?;
         write!(f, ", dtype={}, shape={})", self.dtype(), self.shape())

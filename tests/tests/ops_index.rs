@@ -44,8 +44,11 @@ fn strided(values: &[f32], dims: &[usize]) -> Tensor {
 
 /// `row` repeated `rows` times through a stride-0 first axis.
 fn broadcast_rows(row: &[f32], rows: usize) -> Tensor {
-    let layout =
-        Layout::new(Shape::from(vec![rows, row.len()]), Stride::from(vec![0usize, 1])).unwrap();
+    let layout = Layout::new(
+        Shape::from(vec![rows, row.len()]),
+        Stride::from(vec![0usize, 1]),
+    )
+    .unwrap();
     Tensor::from_parts(CpuCarrier::from_vec(row.to_vec()), layout, 0).unwrap()
 }
 
@@ -221,20 +224,26 @@ proptest! {
 fn repeated_ids_sum_their_rows_gradients() {
     let w = t(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[3, 2]);
     let y = w.embedding(&ids(&[2, 0, 2, 2], &[4])).unwrap();
-    y.backward_with(Some(&t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &[4, 2])), false).unwrap();
+    y.backward_with(
+        Some(&t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &[4, 2])),
+        false,
+    )
+    .unwrap();
     assert_eq!(grad_vals(&w).unwrap(), [3.0, 4.0, 0.0, 0.0, 13.0, 16.0]);
 
     let a = t(&[1.0, 2.0, 3.0], &[3]);
     let s = a.index_select(0, &ids(&[1, 1, 0], &[3])).unwrap();
     assert_eq!(vals(&s), [2.0, 2.0, 1.0]);
-    s.backward_with(Some(&t(&[1.0, 10.0, 100.0], &[3])), false).unwrap();
+    s.backward_with(Some(&t(&[1.0, 10.0, 100.0], &[3])), false)
+        .unwrap();
     assert_eq!(grad_vals(&a).unwrap(), [100.0, 11.0, 0.0]);
 
     let base = t(&[0.0; 3], &[3]);
     let src = t(&[1.0, 2.0, 3.0], &[3]);
     let y = base.scatter_add(0, &ids(&[2, 2, 0], &[3]), &src).unwrap();
     assert_eq!(vals(&y), [3.0, 0.0, 3.0]);
-    y.backward_with(Some(&t(&[5.0, 6.0, 7.0], &[3])), false).unwrap();
+    y.backward_with(Some(&t(&[5.0, 6.0, 7.0], &[3])), false)
+        .unwrap();
     assert_eq!(grad_vals(&base).unwrap(), [5.0, 6.0, 7.0]);
     assert_eq!(grad_vals(&src).unwrap(), [7.0, 7.0, 5.0]);
 }
@@ -244,13 +253,37 @@ fn broadcast_inputs_get_per_slot_gradients() {
     // a [3, 2] stride-0 table: every row aliases the same two slots
     let row = [0.5f32, -1.5];
     let it = ids(&[0, 2, 2, 1], &[4]);
-    check(|v| index_select(&v[0], 0, &it), &[broadcast_rows(&row, 3)], "index_select");
-    check(|v| embedding(&v[0], &it), &[broadcast_rows(&row, 3)], "embedding");
-    check(|v| concat(&[v[0].clone(), v[1].clone()], 0), &[broadcast_rows(&row, 3), t(&row, &[1, 2])], "concat");
-    check(|v| stack(&[v[0].clone(), v[0].clone()], 1), &[broadcast_rows(&row, 2)], "stack");
+    check(
+        |v| index_select(&v[0], 0, &it),
+        &[broadcast_rows(&row, 3)],
+        "index_select",
+    );
+    check(
+        |v| embedding(&v[0], &it),
+        &[broadcast_rows(&row, 3)],
+        "embedding",
+    );
+    check(
+        |v| concat(&[v[0].clone(), v[1].clone()], 0),
+        &[broadcast_rows(&row, 3), t(&row, &[1, 2])],
+        "concat",
+    );
+    check(
+        |v| stack(&[v[0].clone(), v[0].clone()], 1),
+        &[broadcast_rows(&row, 2)],
+        "stack",
+    );
     let gt = ids(&[1, 0, 1, 1], &[2, 2]);
-    check(|v| gather(&v[0], 1, &gt), &[broadcast_rows(&row, 2)], "gather");
-    check(|v| scatter_add(&v[0], 1, &gt, &v[1]), &[t(&[0.0; 4], &[2, 2]), broadcast_rows(&row, 2)], "scatter_add");
+    check(
+        |v| gather(&v[0], 1, &gt),
+        &[broadcast_rows(&row, 2)],
+        "gather",
+    );
+    check(
+        |v| scatter_add(&v[0], 1, &gt, &v[1]),
+        &[t(&[0.0; 4], &[2, 2]), broadcast_rows(&row, 2)],
+        "scatter_add",
+    );
 }
 
 #[test]
@@ -260,7 +293,8 @@ fn results_stay_in_the_first_input_carrier_class_and_int_results_record_nothing(
     for y in [
         x.index_select(0, &i).unwrap(),
         x.gather(0, &ids(&[1, 2], &[1, 2])).unwrap(),
-        x.scatter_add(0, &ids(&[1, 2], &[1, 2]), &t(&[1.0, 1.0], &[1, 2])).unwrap(),
+        x.scatter_add(0, &ids(&[1, 2], &[1, 2]), &t(&[1.0, 1.0], &[1, 2]))
+            .unwrap(),
         x.embedding(&i).unwrap(),
         Tensor::stack(&[x.clone(), x.clone()], 0).unwrap(),
         Tensor::concat(&[x.clone(), x.clone()], 1).unwrap(),
@@ -279,40 +313,111 @@ fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]);
     let version = x.carrier().unwrap().version();
     // out-of-range and negative indices name the index, the axis and the extent
-    expect_err(index_select(&x, 0, &ids(&[0, 3], &[2])), ErrorKind::Value, &["index 3", "axis 0", "extent 3"]);
-    expect_err(index_select(&x, 1, &ids(&[-1], &[1])), ErrorKind::Value, &["index -1", "axis 1", "extent 2"]);
-    expect_err(gather(&x, 1, &ids(&[0, 2], &[1, 2])), ErrorKind::Value, &["index 2", "axis 1", "extent 2"]);
+    expect_err(
+        index_select(&x, 0, &ids(&[0, 3], &[2])),
+        ErrorKind::Value,
+        &["index 3", "axis 0", "extent 3"],
+    );
+    expect_err(
+        index_select(&x, 1, &ids(&[-1], &[1])),
+        ErrorKind::Value,
+        &["index -1", "axis 1", "extent 2"],
+    );
+    expect_err(
+        gather(&x, 1, &ids(&[0, 2], &[1, 2])),
+        ErrorKind::Value,
+        &["index 2", "axis 1", "extent 2"],
+    );
     expect_err(
         scatter_add(&x, 0, &ids(&[5, 0], &[1, 2]), &t(&[1.0, 1.0], &[1, 2])),
         ErrorKind::Value,
         &["index 5", "axis 0", "extent 3"],
     );
-    expect_err(embedding(&x, &ids(&[1, 3], &[2])), ErrorKind::Value, &["index 3", "extent 3"]);
+    expect_err(
+        embedding(&x, &ids(&[1, 3], &[2])),
+        ErrorKind::Value,
+        &["index 3", "extent 3"],
+    );
     // bad axes
-    expect_err(index_select(&x, 2, &ids(&[0], &[1])), ErrorKind::Value, &["axis 2"]);
-    expect_err(gather(&x, 4, &ids(&[0, 0], &[1, 2])), ErrorKind::Value, &["axis 4"]);
-    expect_err(concat(&[x.clone(), x.clone()], 2), ErrorKind::Value, &["axis 2"]);
-    expect_err(stack(&[x.clone(), x.clone()], 3), ErrorKind::Value, &["axis 3"]);
+    expect_err(
+        index_select(&x, 2, &ids(&[0], &[1])),
+        ErrorKind::Value,
+        &["axis 2"],
+    );
+    expect_err(
+        gather(&x, 4, &ids(&[0, 0], &[1, 2])),
+        ErrorKind::Value,
+        &["axis 4"],
+    );
+    expect_err(
+        concat(&[x.clone(), x.clone()], 2),
+        ErrorKind::Value,
+        &["axis 2"],
+    );
+    expect_err(
+        stack(&[x.clone(), x.clone()], 3),
+        ErrorKind::Value,
+        &["axis 3"],
+    );
     // wrong index dtype
     let float_ids = t(&[0.0, 1.0], &[2]);
     expect_err(index_select(&x, 0, &float_ids), ErrorKind::Type, &["Int32"]);
     expect_err(embedding(&x, &float_ids), ErrorKind::Type, &["Int32"]);
-    expect_err(gather(&x, 0, &t(&[0.0, 1.0], &[1, 2])), ErrorKind::Type, &["Int32"]);
+    expect_err(
+        gather(&x, 0, &t(&[0.0, 1.0], &[1, 2])),
+        ErrorKind::Type,
+        &["Int32"],
+    );
     // mismatched shapes and dtypes
-    expect_err(concat(&[x.clone(), t(&[1.0; 4], &[2, 2]), t(&[1.0; 3], &[3, 1])], 0), ErrorKind::Value, &["tensor 2"]);
-    expect_err(concat(&[x.clone(), t(&[1.0; 3], &[3])], 0), ErrorKind::Value, &["tensor 1"]);
-    expect_err(concat(&[x.clone(), ids(&[1, 2], &[1, 2])], 0), ErrorKind::Type, &["dtype"]);
+    expect_err(
+        concat(
+            &[x.clone(), t(&[1.0; 4], &[2, 2]), t(&[1.0; 3], &[3, 1])],
+            0,
+        ),
+        ErrorKind::Value,
+        &["tensor 2"],
+    );
+    expect_err(
+        concat(&[x.clone(), t(&[1.0; 3], &[3])], 0),
+        ErrorKind::Value,
+        &["tensor 1"],
+    );
+    expect_err(
+        concat(&[x.clone(), ids(&[1, 2], &[1, 2])], 0),
+        ErrorKind::Type,
+        &["dtype"],
+    );
     expect_err(concat(&[], 0), ErrorKind::Value, &["at least one"]);
-    expect_err(stack(&[x.clone(), t(&[1.0; 4], &[2, 2])], 0), ErrorKind::Value, &["tensor 1"]);
-    expect_err(gather(&x, 0, &ids(&[0, 0, 0], &[3])), ErrorKind::Value, &["axes"]);
-    expect_err(gather(&x, 0, &ids(&[0, 0, 0], &[1, 3])), ErrorKind::Value, &["extent 3"]);
-    expect_err(index_select(&x, 0, &ids(&[0, 0], &[1, 2])), ErrorKind::Value, &["one axis"]);
+    expect_err(
+        stack(&[x.clone(), t(&[1.0; 4], &[2, 2])], 0),
+        ErrorKind::Value,
+        &["tensor 1"],
+    );
+    expect_err(
+        gather(&x, 0, &ids(&[0, 0, 0], &[3])),
+        ErrorKind::Value,
+        &["axes"],
+    );
+    expect_err(
+        gather(&x, 0, &ids(&[0, 0, 0], &[1, 3])),
+        ErrorKind::Value,
+        &["extent 3"],
+    );
+    expect_err(
+        index_select(&x, 0, &ids(&[0, 0], &[1, 2])),
+        ErrorKind::Value,
+        &["one axis"],
+    );
     expect_err(
         scatter_add(&x, 0, &ids(&[0, 0], &[1, 2]), &t(&[1.0], &[1, 1])),
         ErrorKind::Value,
         &["do not fit"],
     );
-    expect_err(embedding(&t(&[1.0; 3], &[3]), &ids(&[0], &[1])), ErrorKind::Value, &["[V, D]"]);
+    expect_err(
+        embedding(&t(&[1.0; 3], &[3]), &ids(&[0], &[1])),
+        ErrorKind::Value,
+        &["[V, D]"],
+    );
     assert_eq!(vals(&x), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     assert_eq!(x.carrier().unwrap().version(), version);
     assert!(x.grad().unwrap().is_none());

@@ -44,7 +44,11 @@ fn strided(values: &[f32], dims: &[usize]) -> Tensor {
 
 /// `row` repeated `rows` times through a stride-0 first axis.
 fn broadcast_rows(row: &[f32], rows: usize) -> Tensor {
-    let layout = Layout::new(Shape::from(vec![rows, row.len()]), Stride::from(vec![0usize, 1])).unwrap();
+    let layout = Layout::new(
+        Shape::from(vec![rows, row.len()]),
+        Stride::from(vec![0usize, 1]),
+    )
+    .unwrap();
     Tensor::from_parts(CpuCarrier::from_vec(row.to_vec()), layout, 0).unwrap()
 }
 
@@ -125,7 +129,11 @@ fn check_forward(x: &Tensor, values: &[f32], dims: &[usize], axes: &[usize], kee
     let r: usize = axes.iter().map(|&a| dims[a]).product();
     let s = sum_axes(x, axes, keepdim).unwrap();
     assert_eq!(s.dims(), want_dims);
-    close(&vals(&s), &reference(values, dims, axes, sum_of), "sum_axes");
+    close(
+        &vals(&s),
+        &reference(values, dims, axes, sum_of),
+        "sum_axes",
+    );
     close(
         &vals(&mean_axes(x, axes, keepdim).unwrap()),
         &reference(values, dims, axes, mean_of),
@@ -159,8 +167,9 @@ fn check_forward(x: &Tensor, values: &[f32], dims: &[usize], axes: &[usize], kee
 fn check_grads(x: &Tensor, axes: &[usize], keepdim: bool, correction: usize) {
     let opts = GradcheckOptions::default();
     let run = |f: &dyn Fn(&Tensor) -> Result<Tensor>, what: &str| {
-        gradcheck(|v: &[Tensor]| f(&v[0]), &[x.clone()], opts)
-            .unwrap_or_else(|e| panic!("{what} on {:?} over {axes:?}: {e}", x.layout().to_string()));
+        gradcheck(|v: &[Tensor]| f(&v[0]), std::slice::from_ref(x), opts).unwrap_or_else(|e| {
+            panic!("{what} on {:?} over {axes:?}: {e}", x.layout().to_string())
+        });
     };
     run(&|a| sum_axes(a, axes, keepdim), "sum_axes");
     run(&|a| mean_axes(a, axes, keepdim), "mean_axes");
@@ -228,11 +237,19 @@ proptest! {
 fn mean_is_a_one_element_tensor_like_sum() {
     let x = t(&[1.0, 2.0, 3.0, 6.0], &[2, 2]);
     let m = mean(&x).unwrap();
-    assert_eq!(m.layout().to_string(), sum(&x).unwrap().layout().to_string());
+    assert_eq!(
+        m.layout().to_string(),
+        sum(&x).unwrap().layout().to_string()
+    );
     assert_eq!(vals(&m), [3.0]);
     m.backward().unwrap();
     assert_eq!(grad_vals(&x).unwrap(), [0.25; 4]);
-    gradcheck(|v: &[Tensor]| mean(&v[0]), &[strided(&noise(6, 3), &[2, 3])], GradcheckOptions::default()).unwrap();
+    gradcheck(
+        |v: &[Tensor]| mean(&v[0]),
+        &[strided(&noise(6, 3), &[2, 3])],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -241,7 +258,10 @@ fn max_splits_its_gradient_evenly_among_ties() {
     let y = max_axes(&x, &[1], false).unwrap();
     assert_eq!(vals(&y), [3.0, 5.0]);
     y.backward_with(Some(&t(&[1.0, 3.0], &[2])), false).unwrap();
-    assert_eq!(grad_vals(&x).unwrap(), [0.0, 0.5, 0.5, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    assert_eq!(
+        grad_vals(&x).unwrap(),
+        [0.0, 0.5, 0.5, 0.0, 0.0, 1.0, 1.0, 1.0]
+    );
     let z = t(&[2.0, -1.0, -1.0], &[3]);
     let m = min_axes(&z, &[0], true).unwrap();
     assert_eq!(m.dims(), [1]);
@@ -254,15 +274,24 @@ fn argmax_and_argmin_give_the_first_index_of_a_tie_as_int32() {
     let x = t(&[1.0, 7.0, 7.0, 0.0, 4.0, 4.0, 9.0, 4.0], &[2, 4]);
     let a = argmax(&x, 1, false).unwrap();
     assert_eq!(a.dtype(), &DType::Int32);
-    assert!(a.autograd_ctx().is_none(), "an Int32 result records no node");
+    assert!(
+        a.autograd_ctx().is_none(),
+        "an Int32 result records no node"
+    );
     assert_eq!(a.values::<i32>().unwrap(), [1, 2]);
-    assert_eq!(argmin(&x, 1, false).unwrap().values::<i32>().unwrap(), [3, 0]);
+    assert_eq!(
+        argmin(&x, 1, false).unwrap().values::<i32>().unwrap(),
+        [3, 0]
+    );
     let col = argmax(&x, 0, true).unwrap();
     assert_eq!(col.dims(), [1, 4]);
     assert_eq!(col.values::<i32>().unwrap(), [1, 0, 1, 1]);
     // the transpose reads the same elements
     let tr = strided(&[1.0, 7.0, 7.0, 0.0, 4.0, 4.0, 9.0, 4.0], &[2, 4]);
-    assert_eq!(tr.argmax(1, false).unwrap().values::<i32>().unwrap(), [1, 2]);
+    assert_eq!(
+        tr.argmax(1, false).unwrap().values::<i32>().unwrap(),
+        [1, 2]
+    );
     // integer inputs and a NaN (the largest, first occurrence wins)
     let ints = Tensor::from_vec(vec![3i32, 9, 9, 1], autograd_core::shape![4]).unwrap();
     assert_eq!(ints.argmax(0, false).unwrap().values::<i32>().unwrap(), [1]);
@@ -274,15 +303,33 @@ fn argmax_and_argmin_give_the_first_index_of_a_tie_as_int32() {
 #[test]
 fn method_forms_match_the_functions() {
     let x = t(&noise(12, 9), &[3, 4]);
-    assert_eq!(vals(&x.sum_axes(&[1], true).unwrap()), vals(&sum_axes(&x, &[1], true).unwrap()));
+    assert_eq!(
+        vals(&x.sum_axes(&[1], true).unwrap()),
+        vals(&sum_axes(&x, &[1], true).unwrap())
+    );
     assert_eq!(x.sum_axes(&[1], true).unwrap().dims(), [3, 1]);
-    assert_eq!(vals(&x.mean_axes(&[0], false).unwrap()), vals(&mean_axes(&x, &[0], false).unwrap()));
-    assert_eq!(vals(&x.max_axes(&[0, 1], false).unwrap()), vals(&max_axes(&x, &[0, 1], false).unwrap()));
-    assert_eq!(vals(&x.min_axes(&[1], false).unwrap()), vals(&min_axes(&x, &[1], false).unwrap()));
-    assert_eq!(vals(&x.var_axes(&[1], false, 1).unwrap()), vals(&var_axes(&x, &[1], false, 1).unwrap()));
+    assert_eq!(
+        vals(&x.mean_axes(&[0], false).unwrap()),
+        vals(&mean_axes(&x, &[0], false).unwrap())
+    );
+    assert_eq!(
+        vals(&x.max_axes(&[0, 1], false).unwrap()),
+        vals(&max_axes(&x, &[0, 1], false).unwrap())
+    );
+    assert_eq!(
+        vals(&x.min_axes(&[1], false).unwrap()),
+        vals(&min_axes(&x, &[1], false).unwrap())
+    );
+    assert_eq!(
+        vals(&x.var_axes(&[1], false, 1).unwrap()),
+        vals(&var_axes(&x, &[1], false, 1).unwrap())
+    );
     assert_eq!(vals(&x.sum().unwrap()), vals(&sum(&x).unwrap()));
     assert_eq!(vals(&x.mean().unwrap()), vals(&mean(&x).unwrap()));
-    assert_eq!(x.argmin(1, false).unwrap().values::<i32>().unwrap(), argmin(&x, 1, false).unwrap().values::<i32>().unwrap());
+    assert_eq!(
+        x.argmin(1, false).unwrap().values::<i32>().unwrap(),
+        argmin(&x, 1, false).unwrap().values::<i32>().unwrap()
+    );
 }
 
 #[test]
@@ -295,7 +342,13 @@ fn results_and_gradients_stay_in_the_input_carrier_class() {
         var_axes(&x, &[1], false, 1).unwrap(),
     ] {
         assert!(on_test_carrier(&y));
-        let g = autograd_core::grad(&y, &[&x], &y.f32_like(vec![1.0; y.size()]).unwrap(), Default::default()).unwrap();
+        let g = autograd_core::grad(
+            &y,
+            &[&x],
+            &y.f32_like(vec![1.0; y.size()]).unwrap(),
+            autograd_core::GradOptions::default(),
+        )
+        .unwrap();
         assert!(on_test_carrier(g[0].as_ref().unwrap()));
     }
     assert!(on_test_carrier(&argmax(&x, 1, false).unwrap()));
@@ -304,7 +357,9 @@ fn results_and_gradients_stay_in_the_input_carrier_class() {
 #[test]
 fn var_with_too_few_elements_divides_by_zero_as_pytorch_does() {
     let x = t(&[2.0, 4.0], &[2, 1]);
-    assert!(vals(&var_axes(&x, &[1], false, 1).unwrap()).iter().all(|v| v.is_nan()));
+    assert!(vals(&var_axes(&x, &[1], false, 1).unwrap())
+        .iter()
+        .all(|v| v.is_nan()));
     assert_eq!(vals(&var_axes(&x, &[0], false, 1).unwrap()), [2.0]);
     assert_eq!(vals(&var_axes(&x, &[0], false, 0).unwrap()), [1.0]);
 }

@@ -10,14 +10,27 @@ use spec_support::{expect_err, on_test_carrier, tc};
 
 #[test]
 fn arange_and_linspace_list_their_values() {
-    assert_eq!(vals(&Tensor::arange(0.0, 5.0, 1.0).unwrap()), [0.0, 1.0, 2.0, 3.0, 4.0]);
-    assert_eq!(vals(&Tensor::arange(1.0, 2.0, 0.3).unwrap()), [1.0, 1.3, 1.6, 1.9]);
+    assert_eq!(
+        vals(&Tensor::arange(0.0, 5.0, 1.0).unwrap()),
+        [0.0, 1.0, 2.0, 3.0, 4.0]
+    );
+    assert_eq!(
+        vals(&Tensor::arange(1.0, 2.0, 0.3).unwrap()),
+        [1.0, 1.3, 1.6, 1.9]
+    );
     assert_eq!(vals(&Tensor::arange(3.0, 0.0, -1.5).unwrap()), [3.0, 1.5]);
     assert_eq!(Tensor::arange(2.0, 2.0, 1.0).unwrap().dims(), [0]);
     expect_err(Tensor::arange(0.0, 1.0, 0.0), ErrorKind::Value, &["step"]);
     expect_err(Tensor::arange(0.0, 1.0, -1.0), ErrorKind::Value, &["away"]);
-    expect_err(Tensor::arange(0.0, f64::NAN, 1.0), ErrorKind::Value, &["finite"]);
-    assert_eq!(vals(&Tensor::linspace(-1.0, 1.0, 5).unwrap()), [-1.0, -0.5, 0.0, 0.5, 1.0]);
+    expect_err(
+        Tensor::arange(0.0, f64::NAN, 1.0),
+        ErrorKind::Value,
+        &["finite"],
+    );
+    assert_eq!(
+        vals(&Tensor::linspace(-1.0, 1.0, 5).unwrap()),
+        [-1.0, -0.5, 0.0, 0.5, 1.0]
+    );
     assert_eq!(vals(&Tensor::linspace(2.0, 3.0, 1).unwrap()), [2.0]);
     assert_eq!(Tensor::linspace(2.0, 3.0, 0).unwrap().size(), 0);
     let l = Tensor::linspace(0.0, 0.7, 8).unwrap();
@@ -62,11 +75,18 @@ fn rand_is_uniform_in_the_unit_interval_and_randn_standard_normal() {
     let z = vals(&Tensor::randn(shape![10_000], &mut rng).unwrap());
     let n = z.len() as f64;
     let mean = z.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    let var = z.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let var = z
+        .iter()
+        .map(|&x| (f64::from(x) - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1.0);
     assert!(mean.abs() < 0.05, "normal mean {mean}");
     assert!((var.sqrt() - 1.0).abs() < 0.05, "normal std {}", var.sqrt());
     let tails = z.iter().filter(|x| x.abs() > 1.96).count() as f64 / n;
-    assert!((tails - 0.05).abs() < 0.015, "two-sided 5% tail mass {tails}");
+    assert!(
+        (tails - 0.05).abs() < 0.015,
+        "two-sided 5% tail mass {tails}"
+    );
 }
 
 #[test]
@@ -90,20 +110,34 @@ fn like_forms_keep_shape_dtype_and_carrier_class() {
         }
     }
     // a transposed input gets a compact result of its (transposed) shape
-    let tr = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).transpose(0, 1).unwrap();
+    let tr = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
+        .transpose(0, 1)
+        .unwrap();
     let z = tr.zeros_like().unwrap();
     assert_eq!(z.dims(), [3, 2]);
     assert_eq!(z.layout().to_string(), "(3,2):(2,1)");
     let ints = Tensor::from_vec(vec![1i32, 2, 3], shape![3]).unwrap();
-    assert_eq!(ints.ones_like().unwrap().values::<i32>().unwrap(), [1, 1, 1]);
+    assert_eq!(
+        ints.ones_like().unwrap().values::<i32>().unwrap(),
+        [1, 1, 1]
+    );
     assert_eq!(ints.full_like(9i32).unwrap().dtype(), &DType::Int32);
     let bools = Tensor::from_vec(vec![false, true], shape![2]).unwrap();
-    assert_eq!(bools.ones_like().unwrap().values::<bool>().unwrap(), [true, true]);
+    assert_eq!(
+        bools.ones_like().unwrap().values::<bool>().unwrap(),
+        [true, true]
+    );
     expect_err(ints.rand_like(&mut rng), ErrorKind::Type, &["Int32"]);
     expect_err(ints.full_like(1.5f32), ErrorKind::Type, &["Int32"]);
     // the existing constructors keep their signatures
-    assert_eq!(vals(&Tensor::zeros(shape![2], &DType::Float32).unwrap()), [0.0, 0.0]);
-    assert_eq!(vals(&Tensor::ones(shape![2], &DType::Float32).unwrap()), [1.0, 1.0]);
+    assert_eq!(
+        vals(&Tensor::zeros(shape![2], &DType::Float32).unwrap()),
+        [0.0, 0.0]
+    );
+    assert_eq!(
+        vals(&Tensor::ones(shape![2], &DType::Float32).unwrap()),
+        [1.0, 1.0]
+    );
     assert_eq!(vals(&Tensor::full(shape![2], 3.0f32).unwrap()), [3.0, 3.0]);
 }
 
@@ -114,7 +148,11 @@ fn item_reads_a_one_element_tensor_and_to_vec_every_element() {
     assert_eq!(one.item().unwrap().to_f64(), 4.0);
     let i = Tensor::from_vec(vec![3i32], shape![1]).unwrap();
     assert_eq!(i.item().unwrap(), Scalar::I32(3));
-    expect_err(t(&[1.0, 2.0], &[2]).item(), ErrorKind::Value, &["one-element", "2 elements"]);
+    expect_err(
+        t(&[1.0, 2.0], &[2]).item(),
+        ErrorKind::Value,
+        &["one-element", "2 elements"],
+    );
     expect_err(t(&[], &[0]).item(), ErrorKind::Value, &["0 elements"]);
     let x = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).transpose(0, 1).unwrap();
     assert_eq!(x.to_vec::<f32>().unwrap(), [1.0, 3.0, 2.0, 4.0]);
@@ -150,9 +188,20 @@ fn display_summarises_large_tensors_with_their_edges() {
     );
     let m = Tensor::from_vec((0..100 * 20).map(|i| i as f32).collect(), shape![100, 20]).unwrap();
     let s = m.to_string();
-    assert!(s.starts_with("tensor([[0, 1, 2, ..., 17, 18, 19],\n        [20, 21, 22, ..., 37, 38, 39],"), "{s}");
-    assert!(s.contains("\n        ...,\n        [1940, 1941, 1942, ..., 1957, 1958, 1959],"), "{s}");
-    assert!(s.ends_with("[1980, 1981, 1982, ..., 1997, 1998, 1999]], dtype=Float32, shape=(100,20))"), "{s}");
+    assert!(
+        s.starts_with(
+            "tensor([[0, 1, 2, ..., 17, 18, 19],\n        [20, 21, 22, ..., 37, 38, 39],"
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("\n        ...,\n        [1940, 1941, 1942, ..., 1957, 1958, 1959],"),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("[1980, 1981, 1982, ..., 1997, 1998, 1999]], dtype=Float32, shape=(100,20))"),
+        "{s}"
+    );
     // small axes of a large tensor are shown in full
     let wide = Tensor::from_vec(vec![0.5f32; 2 * 600], shape![2, 600]).unwrap();
     assert_eq!(wide.to_string().matches("...").count(), 2);

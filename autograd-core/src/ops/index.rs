@@ -319,7 +319,12 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         indices: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let dims = a.dims();
-        let idx = checked("index_select", &index_values("index_select", indices)?, axis, dims[axis])?;
+        let idx = checked(
+            "index_select",
+            &index_values("index_select", indices)?,
+            axis,
+            dims[axis],
+        )?;
         let (outer, inner) = around(&dims, axis);
         let (n, m) = (dims[axis], idx.len());
         let g = g.values::<f32>()?;
@@ -342,7 +347,12 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         "index_select: indices must have one axis, got shape {}",
         indices.shape()
     );
-    let idx = checked("index_select", &index_values("index_select", indices)?, axis, dims[axis])?;
+    let idx = checked(
+        "index_select",
+        &index_values("index_select", indices)?,
+        axis,
+        dims[axis],
+    )?;
     let (outer, inner) = around(&dims, axis);
     let n = dims[axis];
     let mut out_dims = dims.clone();

@@ -11,6 +11,4 @@ mod reduce;
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
 pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
-pub use reduce::{
-    argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes,
-};
+pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};

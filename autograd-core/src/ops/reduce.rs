@@ -112,9 +112,9 @@ pub fn mean(a: &Tensor) -> Result<Tensor> {
     // y = sum(a) / n  =>  da[p] = g[0] / n
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         let n = a.size() as f64;
-        Ok(Some(
-            a.f32_full_like((f64::from(g.values::<f32>()?[0]) / n) as f32)?,
-        ))
+        Ok(Some(a.f32_full_like(
+            (f64::from(g.values::<f32>()?[0]) / n) as f32,
+        )?))
     }
     ensure_f32("mean", a)?;
     let axes: Vec<usize> = (0..a.layout().rank()).collect();
