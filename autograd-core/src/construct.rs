@@ -1,5 +1,6 @@
 //! Constructors (ranges, identities, seeded random tensors, `_like` forms), reading values
-//! back (`item`, `to_vec`), and the `Display` of a tensor with a numpy-style summary.
+//! back (`item`, `to_vec`), and the `Display` of a tensor (`{:#}` with dtype and shape) with a
+//! numpy-style summary of large tensors.
 
 use std::fmt;
 use std::sync::Arc;
@@ -312,11 +313,14 @@ fn shown(n: usize, summarise: bool) -> Vec<Option<usize>> {
     }
 }
 
+/// Writes the shown values of `t` below the coordinate prefix `coord`; `indent` is `Some(column
+/// of the outermost bracket)` for one row per line, `None` for one line.
 fn write_values(
     f: &mut fmt::Formatter<'_>,
     t: &Tensor,
     axes: &[Vec<Option<usize>>],
     coord: &mut Vec<usize>,
+    indent: Option<usize>,
 ) -> fmt::Result {
     let d = coord.len();
     let Some(entries) = axes.get(d) else {
@@ -328,16 +332,17 @@ fn write_values(
     f.write_str("[")?;
     for (k, entry) in entries.iter().enumerate() {
         if k > 0 {
-            if d + 1 == axes.len() {
-                f.write_str(", ")?;
-            } else {
-                write!(f, ",\n{:width$}", "", width = PREFIX.len() + d + 1)?;
+            match indent {
+                Some(col) if d + 1 < axes.len() => {
+                    write!(f, ",\n{:width$}", "", width = col + d + 1)?;
+                }
+                _ => f.write_str(", ")?,
             }
         }
         match entry {
             Some(i) => {
                 coord.push(*i);
-                write_values(f, t, axes, coord)?;
+                write_values(f, t, axes, coord, indent)?;
                 coord.pop();
             }
             None => f.write_str("...")?,
@@ -347,11 +352,13 @@ fn write_values(
 }
 
 impl fmt::Display for Tensor {
-    /// numpy/PyTorch style: values nested by top-level mode in logical order, one row per line
-    /// from two axes on, then the dtype and shape:
-    /// `tensor([[1, 2],\n        [3, 4]], dtype=Float32, shape=(2,2))`. A tensor of more
-    /// than 1000 elements shows only the first and last three entries of each longer axis, with
-    /// `...` between. A compound tensor shows its `Debug` form.
+    /// The values nested by top-level mode in logical order. `{}` writes them on one line,
+    /// `[[1, 2], [3, 4]]`; the alternate form `{:#}` writes them as PyTorch does, one row per
+    /// line, followed by the dtype and shape:
+    /// `tensor([[1, 2],\n        [3, 4]], dtype=Float32, shape=(2,2))`. In both, a tensor of
+    /// more than 1000 elements shows only the first and last three entries of each axis longer
+    /// than six, with `...` between (as numpy and PyTorch summarise). A compound tensor shows its
+    /// `Debug` form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if matches!(self.dtype(), DType::Compound(_)) {
             return write!(f, "{self:?}");
@@ -362,8 +369,12 @@ impl fmt::Display for Tensor {
             .into_iter()
             .map(|n| shown(n, summarise))
             .collect();
+        let mut coord = Vec::with_capacity(axes.len());
+        if !f.alternate() {
+            return write_values(f, self, &axes, &mut coord, None);
+        }
         f.write_str(PREFIX)?;
-        write_values(f, self, &axes, &mut Vec::with_capacity(axes.len()))?;
+        write_values(f, self, &axes, &mut coord, Some(PREFIX.len()))?;
         write!(f, ", dtype={}, shape={})", self.dtype(), self.shape())
     }
 }

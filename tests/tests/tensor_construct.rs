@@ -160,34 +160,40 @@ fn item_reads_a_one_element_tensor_and_to_vec_every_element() {
 }
 
 #[test]
-fn display_shows_values_dtype_and_shape() {
+fn display_shows_values_and_the_alternate_form_dtype_and_shape() {
+    // `{}`: the values on one line, as before this issue
+    let m = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    assert_eq!(m.to_string(), "[[1, 2], [3, 4]]");
+    assert_eq!(t(&[1.0, 2.5, -3.0], &[3]).to_string(), "[1, 2.5, -3]");
+    // `{:#}`: PyTorch's layout, with the dtype and the shape
     assert_eq!(
-        t(&[1.0, 2.5, -3.0], &[3]).to_string(),
+        format!("{:#}", t(&[1.0, 2.5, -3.0], &[3])),
         "tensor([1, 2.5, -3], dtype=Float32, shape=(3))"
     );
     assert_eq!(
-        t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).to_string(),
+        format!("{m:#}"),
         "tensor([[1, 2],\n        [3, 4]], dtype=Float32, shape=(2,2))"
     );
     let ints = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6, 7, 8], shape![2, 2, 2]).unwrap();
     assert_eq!(
-        ints.to_string(),
+        format!("{ints:#}"),
         "tensor([[[1, 2],\n         [3, 4]],\n        [[5, 6],\n         [7, 8]]], dtype=Int32, shape=(2,2,2))"
     );
     // a view shows its own logical order
-    let tr = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).transpose(0, 1).unwrap();
-    assert!(tr.to_string().starts_with("tensor([[1, 3],"), "{tr}");
+    let tr = m.transpose(0, 1).unwrap();
+    assert_eq!(tr.to_string(), "[[1, 3], [2, 4]]");
 }
 
 #[test]
 fn display_summarises_large_tensors_with_their_edges() {
     let x = Tensor::arange(0.0, 2000.0, 1.0).unwrap();
+    assert_eq!(x.to_string(), "[0, 1, 2, ..., 1997, 1998, 1999]");
     assert_eq!(
-        x.to_string(),
+        format!("{x:#}"),
         "tensor([0, 1, 2, ..., 1997, 1998, 1999], dtype=Float32, shape=(2000))"
     );
     let m = Tensor::from_vec((0..100 * 20).map(|i| i as f32).collect(), shape![100, 20]).unwrap();
-    let s = m.to_string();
+    let s = format!("{m:#}");
     assert!(
         s.starts_with(
             "tensor([[0, 1, 2, ..., 17, 18, 19],\n        [20, 21, 22, ..., 37, 38, 39],"
@@ -202,6 +208,9 @@ fn display_summarises_large_tensors_with_their_edges() {
         s.ends_with("[1980, 1981, 1982, ..., 1997, 1998, 1999]], dtype=Float32, shape=(100,20))"),
         "{s}"
     );
+    assert!(m
+        .to_string()
+        .starts_with("[[0, 1, 2, ..., 17, 18, 19], [20, 21, 22,"));
     // small axes of a large tensor are shown in full
     let wide = Tensor::from_vec(vec![0.5f32; 2 * 600], shape![2, 600]).unwrap();
     assert_eq!(wide.to_string().matches("...").count(), 2);
