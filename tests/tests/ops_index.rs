@@ -422,3 +422,34 @@ fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     assert_eq!(x.carrier().unwrap().version(), version);
     assert!(x.grad().unwrap().is_none());
 }
+
+#[test]
+fn nested_modes_index_as_one_axis_and_gradients_keep_the_nested_shape() {
+    // shape ((2,2),3): the first top-level axis has extent 4
+    let layout = Layout::compact_row_major(autograd_core::shape![[2, 2], 3]).unwrap();
+    let values = noise(12, 4);
+    let x = Tensor::from_parts(CpuCarrier::from_vec(values.clone()), layout, 0).unwrap();
+    assert_eq!(x.dims(), [4, 3]);
+    let it = ids(&[3, 0, 3], &[3]);
+    let y = index_select(&x, 0, &it).unwrap();
+    let want: Vec<f32> = [3, 0, 3]
+        .iter()
+        .flat_map(|&r| values[r * 3..r * 3 + 3].to_vec())
+        .collect();
+    assert_eq!(vals(&y), want);
+    y.backward_with(Some(&t(&[1.0; 9], &[3, 3])), false)
+        .unwrap();
+    let g = x.grad().unwrap().unwrap();
+    assert_eq!(g.shape(), x.shape());
+    assert_eq!(vals(&g), [[1.0; 3], [0.0; 3], [0.0; 3], [2.0; 3]].concat());
+    check(
+        |v| index_select(&v[0], 0, &it),
+        std::slice::from_ref(&x),
+        "index_select",
+    );
+    check(
+        |v| concat(&[v[0].clone(), v[0].clone()], 1),
+        std::slice::from_ref(&x),
+        "concat",
+    );
+}

@@ -387,3 +387,29 @@ fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     assert_eq!(x.carrier().unwrap().version(), version);
     assert!(x.grad().unwrap().is_none());
 }
+
+#[test]
+fn a_nested_mode_reduces_as_one_axis_and_gets_a_gradient_of_its_own_shape() {
+    // shape (2,(2,3)): two top-level axes of extents 2 and 6
+    let layout = Layout::compact_row_major(autograd_core::shape![2, [2, 3]]).unwrap();
+    let values = noise(12, 11);
+    let x = Tensor::from_parts(CpuCarrier::from_vec(values.clone()), layout, 0).unwrap();
+    assert_eq!(x.dims(), [2, 6]);
+    check_forward(&x, &values, &[2, 6], &[1], false);
+    check_forward(&x, &values, &[2, 6], &[0], true);
+    check_grads(&x, &[1], true, 1);
+    check_grads(&x, &[0, 1], false, 1);
+    let y = sum_axes(&x, &[1], false).unwrap();
+    y.backward_with(Some(&t(&[1.0, 2.0], &[2])), false).unwrap();
+    let g = x.grad().unwrap().unwrap();
+    assert_eq!(g.shape(), x.shape());
+    assert_eq!(vals(&g), [[1.0; 6], [2.0; 6]].concat());
+}
+
+#[test]
+fn an_empty_axis_list_reduces_nothing() {
+    let x = t(&[1.0, -2.0, 3.0], &[3]);
+    assert_eq!(vals(&sum_axes(&x, &[], false).unwrap()), [1.0, -2.0, 3.0]);
+    assert_eq!(vals(&max_axes(&x, &[], true).unwrap()), [1.0, -2.0, 3.0]);
+    check_grads(&x, &[], false, 0);
+}

@@ -77,6 +77,11 @@ fn checked(op: &str, indices: &[i64], axis: usize, extent: usize) -> Result<Vec<
         .collect()
 }
 
+/// Gradient sums accumulated in `f64` (repeated indices add many terms), rounded once.
+fn rounded(sums: Vec<f64>) -> Vec<f32> {
+    sums.into_iter().map(|v| v as f32).collect()
+}
+
 /// Refuses an axis beyond `rank` top-level modes.
 fn check_axis(op: &str, axis: usize, rank: usize, t: &Tensor) -> Result<()> {
     ensure!(
@@ -328,16 +333,16 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         let (outer, inner) = around(&dims, axis);
         let (n, m) = (dims[axis], idx.len());
         let g = g.values::<f32>()?;
-        let mut da = vec![0.0f32; a.size()];
+        let mut da = vec![0.0f64; a.size()];
         for o in 0..outer {
             for (j, &k) in idx.iter().enumerate() {
                 let (src, dst) = ((o * m + j) * inner, (o * n + k) * inner);
                 for i in 0..inner {
-                    da[dst + i] += g[src + i];
+                    da[dst + i] += f64::from(g[src + i]);
                 }
             }
         }
-        Ok((Some(a.f32_like(da)?), None))
+        Ok((Some(a.f32_like(rounded(da))?), None))
     }
     let dims = a.dims();
     check_axis("index_select", axis, dims.len(), a)?;
@@ -431,11 +436,11 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let at = scattered("gather", &a.dims(), axis, indices)?;
         let g = g.values::<f32>()?;
-        let mut da = vec![0.0f32; a.size()];
+        let mut da = vec![0.0f64; a.size()];
         for (&q, &v) in at.iter().zip(&g) {
-            da[q] += v;
+            da[q] += f64::from(v);
         }
-        Ok((Some(a.f32_like(da)?), None))
+        Ok((Some(a.f32_like(rounded(da))?), None))
     }
     let dims = a.dims();
     check_axis("gather", axis, dims.len(), a)?;
@@ -548,13 +553,13 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
         let (v, d) = embedding_dims(weight)?;
         let ids = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
         let g = g.values::<f32>()?;
-        let mut dw = vec![0.0f32; weight.size()];
+        let mut dw = vec![0.0f64; weight.size()];
         for (k, &id) in ids.iter().enumerate() {
             for j in 0..d {
-                dw[id * d + j] += g[k * d + j];
+                dw[id * d + j] += f64::from(g[k * d + j]);
             }
         }
-        Ok((Some(weight.f32_like(dw)?), None))
+        Ok((Some(weight.f32_like(rounded(dw))?), None))
     }
     let (v, d) = embedding_dims(weight)?;
     let ids_v = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
