@@ -6,6 +6,7 @@
 mod array;
 mod captured;
 mod carrier;
+mod construct;
 mod dtype;
 pub mod error;
 mod gemm;
@@ -23,6 +24,7 @@ mod tensor;
 mod view;
 
 pub use carrier::{Carrier, CarrierId, CpuCarrier, SMALL_F32};
+pub use construct::Rng;
 pub use dtype::{CompoundDType, DType, DTypeCategory};
 pub use error::{Error, ErrorKind, Result};
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};

@@ -689,34 +689,7 @@ impl fmt::Debug for Tensor {
     }
 }
 
-fn nest(f: &mut fmt::Formatter<'_>, dims: &[usize], vals: &[Scalar]) -> fmt::Result {
-    let Some((&n, rest)) = dims.split_first() else {
-        return match vals.first() {
-            Some(v) => write!(f, "{v}"),
-            None => f.write_str("[]"),
-        };
-    };
-    let chunk: usize = rest.iter().product();
-    f.write_str("[")?;
-    for i in 0..n {
-        if i > 0 {
-            f.write_str(", ")?;
-        }
-        nest(f, rest, &vals[i * chunk..(i + 1) * chunk])?;
-    }
-    f.write_str("]")
-}
-
-impl fmt::Display for Tensor {
-    /// Values in logical order, nested by top-level mode: `[[1, 2], [3, 4]]`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Ok(values) = self.scalars() else {
-            return write!(f, "{self:?}");
-        };
-        let dims = self.dims();
-        nest(f, &dims, &values)
-    }
-}
+// `Display` lives in `construct.rs`, beside the readers.
 
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}

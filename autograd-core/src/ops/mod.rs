@@ -5,12 +5,14 @@
 
 mod broadcast;
 mod elementwise;
+mod index;
 mod linalg;
 mod reduce;
 mod view;
 
 pub use broadcast::broadcast_to;
 pub use elementwise::{add, add_scalar, mul, mul_scalar};
+pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
-pub use reduce::sum;
+pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
 pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};
