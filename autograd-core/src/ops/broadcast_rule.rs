@@ -2,9 +2,12 @@
 //! through the differentiable [`broadcast_to`], so a broadcast operand's gradient is summed by
 //! that op's VJP and no binary op folds broadcasts itself.
 
+use std::sync::Arc;
+
 use super::broadcast::broadcast_to;
 use crate::error::{bail, Result};
-use crate::Tensor;
+use crate::kernel::{fresh, read, reduce};
+use crate::{Layout, Tensor};
 
 /// The numpy broadcast of two lists of top-level extents: aligned at the end, a missing or
 /// extent-1 mode takes the other's extent. Ranks may differ; two extents that differ with
@@ -70,4 +73,51 @@ pub(crate) fn broadcasting(
     }
     let (x, y) = broadcast_pair(a, b).map_err(|e| e.context(op))?;
     f(&x, &y)
+}
+
+/// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element
+/// of `a` receives the sum over the positions that repeat it (`broadcast_to`'s VJP). Sums run in
+/// f64. When the repeated modes are the leading ones (the common bias case) the rows of `g`
+/// are added into one accumulator row, a pass that vectorises; otherwise a kernel reduction.
+pub(crate) fn sum_to(g: &Tensor, a: &Tensor) -> Result<Tensor> {
+    let dims = g.dims();
+    let own = a.dims();
+    let lead = dims.len() - own.len();
+    let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
+    let reduced: Vec<usize> = (0..dims.len())
+        .filter(|&i| extent(i) != dims[i])
+        .collect();
+    let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
+    // the reduced modes are a prefix: g is `rows` copies of a row of a's size
+    let prefix = reduced.iter().enumerate().all(|(k, &i)| k == i);
+    if prefix {
+        let m = a.size();
+        let summed = read::<f32, _>(g, |x| {
+            let xs = x.as_slice()?;
+            let mut acc = vec![0.0f64; m];
+            if m > 0 {
+                for row in xs.chunks_exact(m) {
+                    acc.iter_mut()
+                        .zip(row)
+                        .for_each(|(s, &v)| *s += f64::from(v));
+                }
+            }
+            Some(acc)
+        })?;
+        if let Some(acc) = summed {
+            return fresh::<f32>(a, layout, |out| {
+                out.iter_mut().zip(&acc).for_each(|(o, &s)| *o = s as f32);
+                Ok(())
+            });
+        }
+    }
+    let r = reduce(
+        g,
+        &reduced,
+        true,
+        || 0.0f64,
+        |s, x: f32| s + f64::from(x),
+        |s, _| s as f32,
+    )?;
+    r.with_layout(Layout::clone(&layout), r.offset())
 }
