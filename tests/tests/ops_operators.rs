@@ -91,3 +91,20 @@ fn operator_errors_are_values_not_panics() {
     assert_eq!((&i / 2.0).unwrap_err().kind(), ErrorKind::Type);
     assert!(a.grad().unwrap().is_none());
 }
+
+#[test]
+fn nodes_made_by_operators_and_methods_record_the_callers_line() {
+    for form in 0..3 {
+        let (a, b) = (x(), t(&[3.0, 4.0], &[2]));
+        let line = line!() + 2 + form;
+        let c = match form {
+            0 => (&a * &b).unwrap(),
+            1 => a.mul(&b).unwrap(),
+            _ => autograd_ops::mul(&a, &b).unwrap(),
+        };
+        let loss = sum(&c).unwrap();
+        b.set(&[0], 5.0f32).unwrap();
+        let msg = loss.backward().unwrap_err().message().to_string();
+        assert!(msg.contains(&format!("ops_operators.rs:{line}:")), "{msg}");
+    }
+}

@@ -44,6 +44,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 
 /// `a` and `b` broadcast to their common shape through the differentiable stride-0 view
 /// [`broadcast_to`]; an operand already of that shape is passed through unchanged.
+#[track_caller]
 pub fn broadcast_pair(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     if a.shape() == b.shape() {
         return Ok((a.clone(), b.clone()));
@@ -53,6 +54,7 @@ pub fn broadcast_pair(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
 }
 
 /// `t` broadcast to `dims` unless it already has them.
+#[track_caller]
 pub(crate) fn expand(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
     if t.dims() == dims {
         Ok(t.clone())
@@ -61,18 +63,14 @@ pub(crate) fn expand(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
     }
 }
 
-/// Runs `f` on `a` and `b` broadcast to one shape; a shape error names the op.
-pub(crate) fn broadcasting(
-    op: &str,
-    a: &Tensor,
-    b: &Tensor,
-    f: impl FnOnce(&Tensor, &Tensor) -> Result<Tensor>,
-) -> Result<Tensor> {
+/// `a` and `b` broadcast to one shape for the op `op` (a shape error names it). Callers'
+/// call sites are tracked, so a `broadcast_to` node records the user's line.
+#[track_caller]
+pub(crate) fn operands(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     if a.shape() == b.shape() {
-        return f(a, b);
+        return Ok((a.clone(), b.clone()));
     }
-    let (x, y) = broadcast_pair(a, b).map_err(|e| e.context(op))?;
-    f(&x, &y)
+    broadcast_pair(a, b).map_err(|e| e.context(op))
 }
 
 /// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element

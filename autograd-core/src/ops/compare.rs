@@ -5,7 +5,7 @@
 //! broadcast their operands with graph construction off. `where_cond` is differentiable in its
 //! two value operands.
 
-use super::broadcast_rule::{broadcast_shapes, broadcasting, expand};
+use super::broadcast_rule::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
 use super::num::numeric;
 use crate::error::{ensure, Result};
@@ -19,12 +19,11 @@ macro_rules! comparison {
         pub fn $name(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             same_dtype(stringify!($name), a, b)?;
             let _off = no_grad();
-            broadcasting(stringify!($name), a, b, |a, b| {
-                if $bool && *a.dtype() == DType::Bool {
-                    return zip(a, b, |x: bool, y: bool| x $op y);
-                }
-                numeric!(stringify!($name), a, T => zip(a, b, |x: T, y: T| x $op y))
-            })
+            let (a, b) = operands(stringify!($name), a, b)?;
+            if $bool && *a.dtype() == DType::Bool {
+                return zip(&a, &b, |x: bool, y: bool| x $op y);
+            }
+            numeric!(stringify!($name), a, T => zip(&a, &b, |x: T, y: T| x $op y))
         }
     };
 }
@@ -70,9 +69,8 @@ pub fn logical_and(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     bool_operand("logical_and", a)?;
     bool_operand("logical_and", b)?;
     let _off = no_grad();
-    broadcasting("logical_and", a, b, |a, b| {
-        zip(a, b, |x: bool, y: bool| x && y)
-    })
+    let (a, b) = operands("logical_and", a, b)?;
+    zip(&a, &b, |x: bool, y: bool| x && y)
 }
 
 /// `a || b` per position for Bool tensors, numpy broadcasting.
@@ -80,9 +78,8 @@ pub fn logical_or(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     bool_operand("logical_or", a)?;
     bool_operand("logical_or", b)?;
     let _off = no_grad();
-    broadcasting("logical_or", a, b, |a, b| {
-        zip(a, b, |x: bool, y: bool| x || y)
-    })
+    let (a, b) = operands("logical_or", a, b)?;
+    zip(&a, &b, |x: bool, y: bool| x || y)
 }
 
 /// `!a` per position for a Bool tensor.
@@ -94,6 +91,7 @@ pub fn logical_not(a: &Tensor) -> Result<Tensor> {
 /// `a` where `mask` is true and `b` elsewhere, all three broadcast to one shape (numpy).
 /// `mask` is Bool; `a` and `b` share a dtype. Differentiable in `a` and `b`: each receives the
 /// cotangent at the positions it was chosen, 0 elsewhere.
+#[track_caller]
 pub fn where_cond(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     bool_operand("where_cond", mask)?;
     same_dtype("where_cond", a, b)?;

@@ -7,7 +7,7 @@
 //! by `broadcast_to`'s VJP. Kernels are generic over Float32, Float64 and Int32 (integers wrap;
 //! `div` and the constant forms take floats only); only Float32 results record a node.
 
-use super::broadcast_rule::broadcasting;
+use super::broadcast_rule::operands;
 use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
 use crate::kernel::{map, zip};
@@ -26,42 +26,54 @@ pub(crate) fn same_dtype(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 }
 
 /// `a + b` elementwise, numpy broadcasting; operands of one dtype (Float32, Float64, Int32).
+#[track_caller]
 pub fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("add", a, b)?;
-    broadcasting("add", a, b, node::add)
+    let (a, b) = operands("add", a, b)?;
+    node::add(&a, &b)
 }
 
 /// `a - b` elementwise, numpy broadcasting; operands of one dtype (Float32, Float64, Int32).
+#[track_caller]
 pub fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("sub", a, b)?;
-    broadcasting("sub", a, b, node::sub)
+    let (a, b) = operands("sub", a, b)?;
+    node::sub(&a, &b)
 }
 
 /// `a * b` elementwise, numpy broadcasting; operands of one dtype (Float32, Float64, Int32).
+#[track_caller]
 pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("mul", a, b)?;
-    broadcasting("mul", a, b, node::mul)
+    let (a, b) = operands("mul", a, b)?;
+    node::mul(&a, &b)
 }
 
 /// `a / b` elementwise, numpy broadcasting; floating operands of one dtype (IEEE: `x / 0` is
 /// an infinity or NaN, never an error).
+#[track_caller]
 pub fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("div", a, b)?;
-    broadcasting("div", a, b, node::div)
+    let (a, b) = operands("div", a, b)?;
+    node::div(&a, &b)
 }
 
 /// The larger of `a` and `b` per position (NaN if either is NaN), numpy broadcasting. On a tie
 /// the gradient is split evenly between the two, as PyTorch does.
+#[track_caller]
 pub fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("maximum", a, b)?;
-    broadcasting("maximum", a, b, node::maximum)
+    let (a, b) = operands("maximum", a, b)?;
+    node::maximum(&a, &b)
 }
 
 /// The smaller of `a` and `b` per position (NaN if either is NaN), numpy broadcasting. On a tie
 /// the gradient is split evenly between the two.
+#[track_caller]
 pub fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("minimum", a, b)?;
-    broadcasting("minimum", a, b, node::minimum)
+    let (a, b) = operands("minimum", a, b)?;
+    node::minimum(&a, &b)
 }
 
 /// The recorded same-shape nodes behind the public binary ops (named like them).

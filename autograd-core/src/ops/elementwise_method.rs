@@ -9,6 +9,7 @@ macro_rules! binary_methods {
         impl Tensor {
             $(
                 #[doc = concat!("[`ops::", stringify!($name), "`](crate::ops::", stringify!($name), ") of `self` and `other` (numpy broadcasting).")]
+                #[track_caller]
                 pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
                     $module::$name(self, other)
                 }
@@ -22,6 +23,7 @@ macro_rules! scalar_methods {
         impl Tensor {
             $(
                 #[doc = concat!("[`ops::", stringify!($name), "`](crate::ops::", stringify!($name), ") of `self` and the constant `c`.")]
+                #[track_caller]
                 pub fn $name(&self, c: f32) -> Result<Tensor> {
                     elementwise::$name(self, c)
                 }
@@ -35,6 +37,7 @@ macro_rules! unary_methods {
         impl Tensor {
             $(
                 #[doc = concat!("[`ops::", stringify!($name), "`](crate::ops::", stringify!($name), ") of `self`, elementwise.")]
+                #[track_caller]
                 pub fn $name(&self) -> Result<Tensor> {
                     $module::$name(self)
                 }
@@ -89,22 +92,26 @@ unary_methods!(
 
 impl Tensor {
     /// [`ops::powf`](crate::ops::powf): `self^p` elementwise for a constant `p`.
+    #[track_caller]
     pub fn powf(&self, p: f32) -> Result<Tensor> {
         unary::powf(self, p)
     }
 
     /// [`ops::clamp`](crate::ops::clamp): `self` limited to `[min, max]` elementwise.
+    #[track_caller]
     pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
         unary::clamp(self, min, max)
     }
 
     /// [`ops::where_cond`](crate::ops::where_cond) with `self` as the Bool mask: `on_true`
     /// where it holds, `on_false` elsewhere (numpy broadcasting).
+    #[track_caller]
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         compare::where_cond(self, on_true, on_false)
     }
 
     /// [`ops::to_dtype`](crate::ops::to_dtype): `self`'s values as `dtype`.
+    #[track_caller]
     pub fn to_dtype(&self, dtype: &DType) -> Result<Tensor> {
         cast::to_dtype(self, dtype)
     }

@@ -35,48 +35,56 @@ macro_rules! tensor_operator {
     ($trait:ident, $method:ident, $op:ident, $scalar:ident, $rscalar:ident) => {
         impl $trait<&Tensor> for &Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Result<Tensor> {
                 $op(self, rhs)
             }
         }
         impl $trait<Tensor> for &Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Result<Tensor> {
                 $op(self, &rhs)
             }
         }
         impl $trait<&Tensor> for Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Result<Tensor> {
                 $op(&self, rhs)
             }
         }
         impl $trait<Tensor> for Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Result<Tensor> {
                 $op(&self, &rhs)
             }
         }
         impl $trait<f32> for &Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: f32) -> Result<Tensor> {
                 $scalar(self, rhs)
             }
         }
         impl $trait<f32> for Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: f32) -> Result<Tensor> {
                 $scalar(&self, rhs)
             }
         }
         impl $trait<&Tensor> for f32 {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Result<Tensor> {
                 $rscalar(rhs, self)
             }
         }
         impl $trait<Tensor> for f32 {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Result<Tensor> {
                 $rscalar(&rhs, self)
             }
@@ -91,6 +99,7 @@ tensor_operator!(Div, div, div, div_scalar, rdiv_scalar);
 
 impl Neg for &Tensor {
     type Output = Result<Tensor>;
+    #[track_caller]
     fn neg(self) -> Result<Tensor> {
         neg(self)
     }
@@ -98,6 +107,7 @@ impl Neg for &Tensor {
 
 impl Neg for Tensor {
     type Output = Result<Tensor>;
+    #[track_caller]
     fn neg(self) -> Result<Tensor> {
         neg(&self)
     }

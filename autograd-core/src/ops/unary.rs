@@ -227,6 +227,7 @@ pub fn cos(a: &Tensor) -> Result<Tensor> {
 /// `a` limited to `[min, max]` elementwise (floating tensors; NaN stays NaN). The gradient
 /// passes where `min <= a <= max` (bounds included, as PyTorch) and is 0 outside.
 /// `min > max` or a NaN bound is `Error::Value`.
+#[track_caller]
 pub fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
     ensure!(
         matches!(min.partial_cmp(&max), Some(Ordering::Less | Ordering::Equal)),
