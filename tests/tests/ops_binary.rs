@@ -15,7 +15,10 @@ use proptest::prelude::*;
 
 type Binary = fn(&Tensor, &Tensor) -> Result<Tensor>;
 
-const BINARY: &[(&str, Binary, fn(f64, f64) -> f64)] = &[
+type Case = (&'static str, Binary, fn(f64, f64) -> f64);
+type ScalarForm = fn(&Tensor, f32) -> Result<Tensor>;
+
+const BINARY: &[Case] = &[
     ("add", add, |x, y| x + y),
     ("sub", sub, |x, y| x - y),
     ("mul", mul, |x, y| x * y),
@@ -47,9 +50,9 @@ fn reference(a: &[f32], da: &[usize], b: &[f32], db: &[usize], f: fn(f64, f64) -
     let n: usize = dims.iter().product();
     let index = |own: &[usize], coord: &[usize]| {
         let lead = coord.len() - own.len();
-        own.iter()
-            .enumerate()
-            .fold(0, |i, (j, &e)| i * e + if e == 1 { 0 } else { coord[lead + j] })
+        own.iter().enumerate().fold(0, |i, (j, &e)| {
+            i * e + if e == 1 { 0 } else { coord[lead + j] }
+        })
     };
     (0..n)
         .map(|mut lin| {
@@ -76,7 +79,10 @@ fn broadcast_shapes_follows_numpy() {
     assert_eq!(broadcast_shapes(&[0, 1], &[3]).unwrap(), [0, 3]);
     let err = broadcast_shapes(&[2, 3], &[4]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Value);
-    assert!(err.message().contains("[2, 3]") && err.message().contains("[4]"), "{err}");
+    assert!(
+        err.message().contains("[2, 3]") && err.message().contains("[4]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -165,7 +171,7 @@ proptest! {
         k in 0usize..4,
         seed in 0u64..1000,
     ) {
-        let forms: &[(&str, fn(&Tensor, f32) -> Result<Tensor>)] = &[
+        let forms: &[(&str, ScalarForm)] = &[
             ("add_scalar", add_scalar),
             ("sub_scalar", sub_scalar),
             ("rsub_scalar", rsub_scalar),
@@ -215,7 +221,10 @@ fn a_broadcast_operand_gets_its_gradient_summed_over_the_repeats() {
     let b = t(&[10.0, 20.0, 30.0], &[3]);
     sum(&mul(&a, &b).unwrap()).unwrap().backward().unwrap();
     assert_eq!(f32s(&b.grad().unwrap().unwrap()), [5.0, 7.0, 9.0]);
-    assert_eq!(f32s(&a.grad().unwrap().unwrap()), [10.0, 20.0, 30.0, 10.0, 20.0, 30.0]);
+    assert_eq!(
+        f32s(&a.grad().unwrap().unwrap()),
+        [10.0, 20.0, 30.0, 10.0, 20.0, 30.0]
+    );
     // and a column [2, 1] (not a leading-mode broadcast)
     let col = t(&[1.0, -1.0], &[2, 1]);
     sum(&mul(&a, &col).unwrap()).unwrap().backward().unwrap();
@@ -231,12 +240,22 @@ fn float64_and_int32_operands_compute_without_a_node() {
     assert!(y.autograd_ctx().is_none());
     assert_eq!(y.values::<f64>().unwrap(), [2.0, 2.5]);
     assert_eq!(div(&a, &b).unwrap().values::<f64>().unwrap(), [3.0, 4.0]);
-    assert_eq!(mul_scalar(&a, 2.0).unwrap().values::<f64>().unwrap(), [3.0, 4.0]);
+    assert_eq!(
+        mul_scalar(&a, 2.0).unwrap().values::<f64>().unwrap(),
+        [3.0, 4.0]
+    );
     let i = Tensor::from_vec(vec![i32::MAX, -4], autograd_core::shape![2]).unwrap();
     let one = Tensor::from_vec(vec![1i32], autograd_core::shape![1]).unwrap();
-    assert_eq!(add(&i, &one).unwrap().values::<i32>().unwrap(), [i32::MIN, -3], "wraps");
+    assert_eq!(
+        add(&i, &one).unwrap().values::<i32>().unwrap(),
+        [i32::MIN, -3],
+        "wraps"
+    );
     assert_eq!(mul(&i, &i).unwrap().values::<i32>().unwrap(), [1, 16]);
-    assert_eq!(maximum(&i, &one).unwrap().values::<i32>().unwrap(), [i32::MAX, 1]);
+    assert_eq!(
+        maximum(&i, &one).unwrap().values::<i32>().unwrap(),
+        [i32::MAX, 1]
+    );
     // integer division and float-only constant forms are type errors
     assert_eq!(kind(div(&i, &one)), ErrorKind::Type);
     assert_eq!(kind(add_scalar(&i, 1.0)), ErrorKind::Type);
@@ -246,12 +265,18 @@ fn float64_and_int32_operands_compute_without_a_node() {
 fn bad_operands_are_errors_of_the_right_kind_that_change_nothing() {
     let a = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let b = t(&[1.0, 2.0], &[2]);
-    let versions = (a.single().unwrap().carrier.version(), b.single().unwrap().carrier.version());
+    let versions = (
+        a.single().unwrap().carrier.version(),
+        b.single().unwrap().carrier.version(),
+    );
     for &(name, op, _) in BINARY {
         let err = op(&a, &b).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Value, "{name}");
         assert!(err.message().contains(name), "{err}");
-        assert!(err.message().contains("[2, 3]") && err.message().contains("[2]"), "{err}");
+        assert!(
+            err.message().contains("[2, 3]") && err.message().contains("[2]"),
+            "{err}"
+        );
     }
     let d = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], autograd_core::shape![3]).unwrap();
     for &(name, op, _) in BINARY {
@@ -263,7 +288,10 @@ fn bad_operands_are_errors_of_the_right_kind_that_change_nothing() {
     assert!(a.grad().unwrap().is_none() && b.grad().unwrap().is_none());
     assert_eq!(
         versions,
-        (a.single().unwrap().carrier.version(), b.single().unwrap().carrier.version())
+        (
+            a.single().unwrap().carrier.version(),
+            b.single().unwrap().carrier.version()
+        )
     );
 }
 

@@ -22,7 +22,9 @@ fn mask(v: &[bool], dims: &[usize]) -> Tensor {
 
 type Compare = fn(&Tensor, &Tensor) -> Result<Tensor>;
 
-const COMPARISONS: &[(&str, Compare, fn(f32, f32) -> bool)] = &[
+type Case = (&'static str, Compare, fn(f32, f32) -> bool);
+
+const COMPARISONS: &[Case] = &[
     ("eq", eq, |x, y| x == y),
     ("ne", ne, |x, y| x != y),
     ("lt", lt, |x, y| x < y),
@@ -69,7 +71,10 @@ fn comparisons_refuse_mismatched_shapes_and_dtypes() {
     let a = t(&[1.0, 2.0, 3.0], &[3]);
     let err = gt(&a, &t(&[1.0, 2.0], &[2])).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Value);
-    assert!(err.message().contains("gt") && err.message().contains("[3]"), "{err}");
+    assert!(
+        err.message().contains("gt") && err.message().contains("[3]"),
+        "{err}"
+    );
     let d = Tensor::from_vec(vec![1.0f64], shape![1]).unwrap();
     assert_eq!(kind(eq(&a, &d)), ErrorKind::Type);
 }
@@ -78,13 +83,22 @@ fn comparisons_refuse_mismatched_shapes_and_dtypes() {
 fn logical_ops_on_bool() {
     let p = mask(&[true, true, false, false], &[2, 2]);
     let q = mask(&[true, false], &[2]);
-    assert_eq!(bools(&logical_and(&p, &q).unwrap()), [true, false, false, false]);
-    assert_eq!(bools(&logical_or(&p, &q).unwrap()), [true, true, true, false]);
+    assert_eq!(
+        bools(&logical_and(&p, &q).unwrap()),
+        [true, false, false, false]
+    );
+    assert_eq!(
+        bools(&logical_or(&p, &q).unwrap()),
+        [true, true, true, false]
+    );
     assert_eq!(bools(&logical_not(&p).unwrap()), [false, false, true, true]);
     assert_eq!(bools(&p.logical_not().unwrap()), [false, false, true, true]);
     assert_eq!(kind(logical_and(&p, &t(&[1.0], &[1]))), ErrorKind::Type);
     assert_eq!(kind(logical_not(&t(&[1.0], &[1]))), ErrorKind::Type);
-    assert_eq!(kind(logical_or(&p, &mask(&[true; 3], &[3]))), ErrorKind::Value);
+    assert_eq!(
+        kind(logical_or(&p, &mask(&[true; 3], &[3]))),
+        ErrorKind::Value
+    );
 }
 
 #[test]
@@ -95,25 +109,42 @@ fn where_cond_selects_and_broadcasts() {
     let y = where_cond(&m, &a, &b).unwrap();
     assert_eq!(f32s(&y), [1.0, -1.0, 3.0, 4.0, -1.0, 6.0]);
     assert_eq!(y.autograd_ctx().unwrap().name(), "where_cond");
-    y.backward_with(Some(&t(&[1.0; 6], &[2, 3])), false).unwrap();
-    assert_eq!(f32s(&a.grad().unwrap().unwrap()), [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]);
+    y.backward_with(Some(&t(&[1.0; 6], &[2, 3])), false)
+        .unwrap();
+    assert_eq!(
+        f32s(&a.grad().unwrap().unwrap()),
+        [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    );
     assert_eq!(f32s(&b.grad().unwrap().unwrap()), [2.0]);
     // method form with the mask as receiver; integer values select too
     let i = Tensor::from_vec(vec![7i32, 8, 9], shape![3]).unwrap();
     let z = Tensor::from_vec(vec![0i32], shape![1]).unwrap();
-    assert_eq!(m.where_cond(&i, &z).unwrap().values::<i32>().unwrap(), [7, 0, 9]);
+    assert_eq!(
+        m.where_cond(&i, &z).unwrap().values::<i32>().unwrap(),
+        [7, 0, 9]
+    );
 }
 
 #[test]
 fn where_cond_refuses_bad_input_and_changes_nothing() {
     let a = t(&[1.0, 2.0], &[2]);
     let b = t(&[3.0, 4.0], &[2]);
-    assert_eq!(kind(where_cond(&a, &a, &b)), ErrorKind::Type, "mask must be Bool");
+    assert_eq!(
+        kind(where_cond(&a, &a, &b)),
+        ErrorKind::Type,
+        "mask must be Bool"
+    );
     let m = mask(&[true, false], &[2]);
     let d = Tensor::from_vec(vec![1.0f64, 2.0], shape![2]).unwrap();
     assert_eq!(kind(where_cond(&m, &a, &d)), ErrorKind::Type);
-    assert_eq!(kind(where_cond(&mask(&[true; 3], &[3]), &a, &b)), ErrorKind::Value);
-    assert_eq!(kind(where_cond(&m, &a, &t(&[1.0; 3], &[3]))), ErrorKind::Value);
+    assert_eq!(
+        kind(where_cond(&mask(&[true; 3], &[3]), &a, &b)),
+        ErrorKind::Value
+    );
+    assert_eq!(
+        kind(where_cond(&m, &a, &t(&[1.0; 3], &[3]))),
+        ErrorKind::Value
+    );
     assert!(a.grad().unwrap().is_none() && b.grad().unwrap().is_none());
     assert_eq!(f32s(&a), [1.0, 2.0]);
 }
@@ -146,31 +177,59 @@ fn casts_among_float32_float64_and_int32() {
     let x = t(&[1.5, -2.7, 3.0], &[3]);
     let d = to_dtype(&x, &DType::Float64).unwrap();
     assert_eq!(d.dtype(), &DType::Float64);
-    assert!(d.autograd_ctx().is_none(), "a Float64 result records no node");
+    assert!(
+        d.autograd_ctx().is_none(),
+        "a Float64 result records no node"
+    );
     assert_eq!(d.values::<f64>().unwrap(), [1.5, f64::from(-2.7f32), 3.0]);
     let i = x.to_dtype(&DType::Int32).unwrap();
-    assert_eq!(i.values::<i32>().unwrap(), [1, -2, 3], "truncation toward zero");
+    assert_eq!(
+        i.values::<i32>().unwrap(),
+        [1, -2, 3],
+        "truncation toward zero"
+    );
     let back = to_dtype(&d, &DType::Float32).unwrap();
     assert_eq!(f32s(&back), f32s(&x));
-    assert!(back.autograd_ctx().is_none(), "a Float64 input is not differentiable");
+    assert!(
+        back.autograd_ctx().is_none(),
+        "a Float64 input is not differentiable"
+    );
     assert_eq!(
-        to_dtype(&i, &DType::Float64).unwrap().values::<f64>().unwrap(),
+        to_dtype(&i, &DType::Float64)
+            .unwrap()
+            .values::<f64>()
+            .unwrap(),
         [1.0, -2.0, 3.0]
     );
-    assert_eq!(f32s(&to_dtype(&i, &DType::Float32).unwrap()), [1.0, -2.0, 3.0]);
+    assert_eq!(
+        f32s(&to_dtype(&i, &DType::Float32).unwrap()),
+        [1.0, -2.0, 3.0]
+    );
     let m = mask(&[true, false], &[2]);
-    assert_eq!(to_dtype(&m, &DType::Int32).unwrap().values::<i32>().unwrap(), [1, 0]);
+    assert_eq!(
+        to_dtype(&m, &DType::Int32)
+            .unwrap()
+            .values::<i32>()
+            .unwrap(),
+        [1, 0]
+    );
     assert_eq!(f32s(&to_dtype(&m, &DType::Float32).unwrap()), [1.0, 0.0]);
     // saturation and NaN
     let odd = t(&[f32::NAN, 1e20, -1e20], &[3]);
     assert_eq!(
-        to_dtype(&odd, &DType::Int32).unwrap().values::<i32>().unwrap(),
+        to_dtype(&odd, &DType::Int32)
+            .unwrap()
+            .values::<i32>()
+            .unwrap(),
         [0, i32::MAX, i32::MIN]
     );
     // strided input
     let tr = leaf(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3, KINDS[1]);
     assert_eq!(
-        to_dtype(&tr, &DType::Float64).unwrap().values::<f64>().unwrap(),
+        to_dtype(&tr, &DType::Float64)
+            .unwrap()
+            .values::<f64>()
+            .unwrap(),
         [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     );
 }

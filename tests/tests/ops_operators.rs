@@ -28,7 +28,10 @@ fn tensor_with_tensor_in_every_ownership_form() {
     assert_eq!(f32s(&(&a - &b).unwrap()), [0.5, 3.0, 3.5, 9.0]);
     assert_eq!(f32s(&(&a * &b).unwrap()), [0.5, -2.0, 2.0, -8.0]);
     assert_eq!(f32s(&(&a / &b).unwrap()), [2.0, -2.0, 8.0, -8.0]);
-    assert_eq!(f32s(&(a.clone() / b.clone()).unwrap()), [2.0, -2.0, 8.0, -8.0]);
+    assert_eq!(
+        f32s(&(a.clone() / b.clone()).unwrap()),
+        [2.0, -2.0, 8.0, -8.0]
+    );
 }
 
 #[test]

@@ -10,9 +10,7 @@ use autograd_ops::{
     tanh,
 };
 use autograd_tests::{kind, t};
-use elementwise_support::{
-    assert_close, f32s, leaf, signed_away_from_zero, uniform, KINDS,
-};
+use elementwise_support::{assert_close, f32s, leaf, signed_away_from_zero, uniform, KINDS};
 use proptest::prelude::*;
 
 /// Where an op's inputs are drawn from, so no finite difference straddles a kink or a pole.
@@ -72,16 +70,66 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case { name: "neg", op: neg, reference: |x| -x, domain: Domain::Any },
-    Case { name: "abs", op: abs, reference: f64::abs, domain: Domain::NonZero },
-    Case { name: "exp", op: exp, reference: f64::exp, domain: Domain::Any },
-    Case { name: "log", op: log, reference: f64::ln, domain: Domain::Positive },
-    Case { name: "sqrt", op: sqrt, reference: f64::sqrt, domain: Domain::Positive },
-    Case { name: "rsqrt", op: rsqrt, reference: |x| 1.0 / x.sqrt(), domain: Domain::Positive },
-    Case { name: "powf", op: powf_op, reference: |x| x.powf(1.7), domain: Domain::Positive },
-    Case { name: "tanh", op: tanh, reference: f64::tanh, domain: Domain::Any },
-    Case { name: "sigmoid", op: sigmoid, reference: |x| 1.0 / (1.0 + (-x).exp()), domain: Domain::Any },
-    Case { name: "relu", op: relu, reference: |x| x.max(0.0), domain: Domain::NonZero },
+    Case {
+        name: "neg",
+        op: neg,
+        reference: |x| -x,
+        domain: Domain::Any,
+    },
+    Case {
+        name: "abs",
+        op: abs,
+        reference: f64::abs,
+        domain: Domain::NonZero,
+    },
+    Case {
+        name: "exp",
+        op: exp,
+        reference: f64::exp,
+        domain: Domain::Any,
+    },
+    Case {
+        name: "log",
+        op: log,
+        reference: f64::ln,
+        domain: Domain::Positive,
+    },
+    Case {
+        name: "sqrt",
+        op: sqrt,
+        reference: f64::sqrt,
+        domain: Domain::Positive,
+    },
+    Case {
+        name: "rsqrt",
+        op: rsqrt,
+        reference: |x| 1.0 / x.sqrt(),
+        domain: Domain::Positive,
+    },
+    Case {
+        name: "powf",
+        op: powf_op,
+        reference: |x| x.powf(1.7),
+        domain: Domain::Positive,
+    },
+    Case {
+        name: "tanh",
+        op: tanh,
+        reference: f64::tanh,
+        domain: Domain::Any,
+    },
+    Case {
+        name: "sigmoid",
+        op: sigmoid,
+        reference: |x| 1.0 / (1.0 + (-x).exp()),
+        domain: Domain::Any,
+    },
+    Case {
+        name: "relu",
+        op: relu,
+        reference: |x| x.max(0.0),
+        domain: Domain::NonZero,
+    },
     Case {
         name: "gelu",
         op: gelu,
@@ -97,10 +145,30 @@ const CASES: &[Case] = &[
         },
         domain: Domain::Any,
     },
-    Case { name: "silu", op: silu, reference: |x| x / (1.0 + (-x).exp()), domain: Domain::Any },
-    Case { name: "sin", op: sin, reference: f64::sin, domain: Domain::Any },
-    Case { name: "cos", op: cos, reference: f64::cos, domain: Domain::Any },
-    Case { name: "clamp", op: clamp_op, reference: |x| x.clamp(-0.5, 0.6), domain: Domain::ClampSafe },
+    Case {
+        name: "silu",
+        op: silu,
+        reference: |x| x / (1.0 + (-x).exp()),
+        domain: Domain::Any,
+    },
+    Case {
+        name: "sin",
+        op: sin,
+        reference: f64::sin,
+        domain: Domain::Any,
+    },
+    Case {
+        name: "cos",
+        op: cos,
+        reference: f64::cos,
+        domain: Domain::Any,
+    },
+    Case {
+        name: "clamp",
+        op: clamp_op,
+        reference: |x| x.clamp(-0.5, 0.6),
+        domain: Domain::ClampSafe,
+    },
 ];
 
 #[test]
@@ -115,7 +183,12 @@ fn every_unary_op_matches_a_plain_loop_on_every_layout() {
                 .iter()
                 .map(|&v| (case.reference)(f64::from(v)))
                 .collect();
-            assert_close(&f32s(&y), &want, 2e-6, &format!("{} on {kind:?}", case.name));
+            assert_close(
+                &f32s(&y),
+                &want,
+                2e-6,
+                &format!("{} on {kind:?}", case.name),
+            );
             // a differentiable input records a node named after the op
             assert_eq!(y.autograd_ctx().unwrap().name(), case.name);
         }
@@ -188,8 +261,14 @@ fn float64_and_int32_tensors_compute_without_a_node() {
     );
     assert_eq!(tanh(&x).unwrap().values::<f64>().unwrap()[0], 0.5f64.tanh());
     let i = Tensor::from_vec(vec![-3i32, 0, 7, i32::MIN], autograd_core::shape![4]).unwrap();
-    assert_eq!(neg(&i).unwrap().values::<i32>().unwrap(), [3, 0, -7, i32::MIN]);
-    assert_eq!(abs(&i).unwrap().values::<i32>().unwrap(), [3, 0, 7, i32::MIN]);
+    assert_eq!(
+        neg(&i).unwrap().values::<i32>().unwrap(),
+        [3, 0, -7, i32::MIN]
+    );
+    assert_eq!(
+        abs(&i).unwrap().values::<i32>().unwrap(),
+        [3, 0, 7, i32::MIN]
+    );
     assert_eq!(relu(&i).unwrap().values::<i32>().unwrap(), [0, 0, 7, 0]);
     // float-only ops refuse integers and Bool with a type error
     assert_eq!(kind(exp(&i)), ErrorKind::Type);
@@ -236,8 +315,13 @@ fn results_stay_in_the_input_carrier_class() {
     for case in CASES {
         let y = (case.op)(&x).unwrap();
         assert!(spec_support::on_test_carrier(&y), "{}", case.name);
-        y.backward_with(Some(&t(&[1.0; 4], &[2, 2])), false).unwrap();
-        assert!(spec_support::on_test_carrier(&x.grad().unwrap().unwrap()), "{}", case.name);
+        y.backward_with(Some(&t(&[1.0; 4], &[2, 2])), false)
+            .unwrap();
+        assert!(
+            spec_support::on_test_carrier(&x.grad().unwrap().unwrap()),
+            "{}",
+            case.name
+        );
     }
 }
 
@@ -247,6 +331,9 @@ fn the_fast_float32_tanh_stays_within_float_rounding() {
     let y = f32s(&tanh(&t(&v, &[v.len()])).unwrap());
     for (&x, &got) in v.iter().zip(&y) {
         let want = f64::from(x).tanh();
-        assert!((f64::from(got) - want).abs() <= 4e-7 * want.abs().max(1e-3), "tanh({x})");
+        assert!(
+            (f64::from(got) - want).abs() <= 4e-7 * want.abs().max(1e-3),
+            "tanh({x})"
+        );
     }
 }

@@ -22,9 +22,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let rank = a.len().max(b.len());
     let extent = |s: &[usize], i: usize| {
         // mode i of the result, counted from the end
-        (i + s.len())
-            .checked_sub(rank)
-            .map_or(1, |j| s[j])
+        (i + s.len()).checked_sub(rank).map_or(1, |j| s[j])
     };
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
@@ -82,9 +80,7 @@ pub(crate) fn sum_to(g: &Tensor, a: &Tensor) -> Result<Tensor> {
     let own = a.dims();
     let lead = dims.len() - own.len();
     let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
-    let reduced: Vec<usize> = (0..dims.len())
-        .filter(|&i| extent(i) != dims[i])
-        .collect();
+    let reduced: Vec<usize> = (0..dims.len()).filter(|&i| extent(i) != dims[i]).collect();
     let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
     // the reduced modes are a prefix: g is `rows` copies of a row of a's size
     let prefix = reduced.iter().enumerate().all(|(k, &i)| k == i);

@@ -11,8 +11,8 @@ mod elementwise;
 mod elementwise_method;
 mod num;
 mod operators;
-mod unary;
 mod reduce;
+mod unary;
 
 pub use broadcast::broadcast_to;
 pub use broadcast_rule::{broadcast_pair, broadcast_shapes};
@@ -22,8 +22,8 @@ pub use elementwise::{
     add, add_scalar, div, div_scalar, maximum, minimum, mul, mul_scalar, rdiv_scalar, rsub_scalar,
     sub, sub_scalar,
 };
+pub use reduce::sum;
 pub use unary::{
     abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
     tanh,
 };
-pub use reduce::sum;

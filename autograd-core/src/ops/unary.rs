@@ -230,7 +230,10 @@ pub fn cos(a: &Tensor) -> Result<Tensor> {
 #[track_caller]
 pub fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
     ensure!(
-        matches!(min.partial_cmp(&max), Some(Ordering::Less | Ordering::Equal)),
+        matches!(
+            min.partial_cmp(&max),
+            Some(Ordering::Less | Ordering::Equal)
+        ),
         Value,
         "clamp: needs min <= max, got min {min} and max {max}"
     );
