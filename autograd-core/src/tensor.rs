@@ -556,6 +556,16 @@ impl Tensor {
             );
             if let Some(cpu) = s.carrier.as_cpu() {
                 cpu.with_slice::<T, _>(|data| {
+                    // storage order is logical order: one copy (gradients commit this way)
+                    if w == 1 {
+                        let dense = crate::kernel::Elements::new(data, s.offset, &s.layout)
+                            .ok()
+                            .and_then(|e| e.as_slice());
+                        if let Some(xs) = dense {
+                            out.extend_from_slice(xs);
+                            return;
+                        }
+                    }
                     s.layout.for_each_offset(|o| {
                         let base = (s.offset + o) * w;
                         out.extend_from_slice(&data[base..base + w]);

@@ -9,9 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use autograd_core::{shape, Result, Tensor};
-use autograd_ops::{add, mul_scalar, sum};
+use autograd_ops::{add, mul_scalar, sum, tanh};
 
-const ALL: &[&str] = &["W1", "W1s", "W3", "W5", "T1"];
+const ALL: &[&str] = &["W1", "W1s", "W3", "W5", "W7", "T1"];
 
 struct Args {
     quick: bool,
@@ -222,6 +222,58 @@ fn t1(quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// Uniform values in [-2, 2) from a fixed-seed generator (xorshift), so runs are repeatable.
+fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+/// W7: `z = tanh(x * 0.5 + b) * x` with `x` [n, n] and `b` [n] (broadcast over rows), both
+/// leaves; `sum(z).backward()`. Fresh leaves each run (made outside the timer, as the PyTorch
+/// peer clones its inputs outside its timer), so no run accumulates into an earlier `.grad`.
+fn w7(quick: bool) -> Result<()> {
+    let n = if quick { 128 } else { 1024 };
+    let (xs, bs) = (noise(n * n, 7), noise(n, 11));
+    let once = || -> Result<Duration> {
+        let x = Tensor::from_vec(xs.clone(), shape![n, n])?;
+        let b = Tensor::from_vec(bs.clone(), shape![n])?;
+        let start = Instant::now();
+        let z = (tanh(&((&x * 0.5)? + &b)?)? * &x)?;
+        sum(&z)?.backward()?;
+        let elapsed = start.elapsed();
+        autograd_core::ensure!(
+            x.grad()?.is_some() && b.grad()?.is_some(),
+            Runtime,
+            "W7 leaves got no gradient"
+        );
+        Ok(elapsed)
+    };
+    for _ in 0..3 {
+        once()?;
+    }
+    let mut times = (0..if quick { 5 } else { 20 })
+        .map(|_| once())
+        .collect::<Result<Vec<_>>>()?;
+    times.sort();
+    let min = times[0];
+    let median = times[times.len() / 2];
+    println!(
+        "{{\"workload\":\"W7\",\"threads\":{},\"runs\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"n\":{n}}}",
+        autograd_core::kernel::threads(),
+        times.len(),
+        ms(min),
+        ms(median)
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = parse_args();
     for w in &args.workloads {
@@ -231,6 +283,7 @@ fn main() -> Result<()> {
             "W3" => w3(args.quick, args.child)?,
             "W5" => w5(args.quick)?,
             "T1" => t1(args.quick)?,
+            "W7" => w7(args.quick)?,
             other => eprintln!("unknown workload {other}; known: {ALL:?}"),
         }
     }

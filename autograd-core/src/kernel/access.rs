@@ -63,6 +63,11 @@ impl<'a, T: Copy> Elements<'a, T> {
         self.layout.size() == 0
     }
 
+    /// The storage slice runs index into (crate kernels walk runs over it directly).
+    pub(crate) fn data(&self) -> &'a [T] {
+        self.data
+    }
+
     /// The layout.
     pub fn layout(&self) -> &'a Layout {
         self.layout

@@ -96,6 +96,20 @@ fn zip_into<T: Element, U: Element, V: Element>(
         }
         return;
     }
+    // One dense operand and one strided or broadcast one (a bias row): walk the other's runs,
+    // each a slice, a repeated value or a strided walk.
+    if let Some(xs) = x.as_slice() {
+        run_chunks(out, |start, o| {
+            zip_runs(o, y, |i, q| f(xs[start + i], q), start);
+        });
+        return;
+    }
+    if let Some(ys) = y.as_slice() {
+        run_chunks(out, |start, o| {
+            zip_runs(o, x, |i, p| f(p, ys[start + i]), start);
+        });
+        return;
+    }
     // Strided or broadcast operands: gather each chunk of one operand, then walk the other.
     let chunk = |start: usize, o: &mut [V]| {
         let mut left: Vec<T> = vec![T::default(); o.len()];
@@ -115,4 +129,50 @@ fn zip_into<T: Element, U: Element, V: Element>(
             chunk(c * CHUNK, o);
         }
     }
+}
+
+/// Runs `chunk(start, out_chunk)` over `out` in [`CHUNK`]s, in parallel above the threshold.
+fn run_chunks<V: Element>(out: &mut [V], chunk: impl Fn(usize, &mut [V]) + Sync) {
+    if parallel(out.len()) {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, o)| chunk(c * CHUNK, o));
+    } else {
+        for (c, o) in out.chunks_mut(CHUNK).enumerate() {
+            chunk(c * CHUNK, o);
+        }
+    }
+}
+
+/// `o[i] = g(i, e_(start + i))` for the elements `e` of `y` at logical positions
+/// `start..start + o.len()`, walked run by run.
+fn zip_runs<U: Element, V: Element>(
+    o: &mut [V],
+    y: &Elements<'_, U>,
+    g: impl Fn(usize, U) -> V,
+    start: usize,
+) {
+    let data = y.data();
+    let mut i = 0;
+    y.for_each_run_in(start, o.len(), |r| {
+        let dst = &mut o[i..i + r.len];
+        match r.stride {
+            0 => {
+                let q = data[r.start];
+                dst.iter_mut()
+                    .enumerate()
+                    .for_each(|(k, d)| *d = g(i + k, q));
+            }
+            1 => dst
+                .iter_mut()
+                .zip(&data[r.start..r.start + r.len])
+                .enumerate()
+                .for_each(|(k, (d, &q))| *d = g(i + k, q)),
+            s => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(k, d)| *d = g(i + k, data[r.start + k * s])),
+        }
+        i += r.len;
+    });
 }

@@ -4,15 +4,32 @@
 //! forms can call it.
 
 mod broadcast;
+mod broadcast_rule;
+mod cast;
+mod compare;
 mod elementwise;
+mod elementwise_method;
 mod index;
 mod linalg;
+mod num;
+mod operators;
 mod reduce;
+mod unary;
 mod view;
 
 pub use broadcast::broadcast_to;
-pub use elementwise::{add, add_scalar, mul, mul_scalar};
+pub use broadcast_rule::{broadcast_pair, broadcast_shapes};
+pub use cast::to_dtype;
+pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
+pub use elementwise::{
+    add, add_scalar, div, div_scalar, maximum, minimum, mul, mul_scalar, rdiv_scalar, rsub_scalar,
+    sub, sub_scalar,
+};
 pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
 pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
+pub use unary::{
+    abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
+    tanh,
+};
 pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};

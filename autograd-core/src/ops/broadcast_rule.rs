@@ -1,0 +1,117 @@
+//! Numpy broadcasting of operands: the result shape of two shapes, and operands brought to it
+//! through the differentiable [`broadcast_to`], so a broadcast operand's gradient is summed by
+//! that op's VJP and no binary op folds broadcasts itself.
+
+use std::sync::Arc;
+
+use super::broadcast::broadcast_to;
+use crate::error::{bail, Result};
+use crate::kernel::{fresh, read, reduce};
+use crate::{Layout, Tensor};
+
+/// The numpy broadcast of two lists of top-level extents: aligned at the end, a missing or
+/// extent-1 mode takes the other's extent. Ranks may differ; two extents that differ with
+/// neither 1 are `Error::Value` naming both shapes.
+///
+/// ```
+/// use autograd_core::ops::broadcast_shapes;
+/// assert_eq!(broadcast_shapes(&[4, 1, 3], &[2, 1]).unwrap(), [4, 2, 3]);
+/// assert!(broadcast_shapes(&[2, 3], &[4]).is_err());
+/// ```
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let extent = |s: &[usize], i: usize| {
+        // mode i of the result, counted from the end
+        (i + s.len()).checked_sub(rank).map_or(1, |j| s[j])
+    };
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let (p, q) = (extent(a, i), extent(b, i));
+        out.push(match (p, q) {
+            _ if p == q => p,
+            (1, _) => q,
+            (_, 1) => p,
+            _ => bail!(
+                Value,
+                "shapes {a:?} and {b:?} do not broadcast: mode {i} has extents {p} and {q}"
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// `a` and `b` broadcast to their common shape through the differentiable stride-0 view
+/// [`broadcast_to`]; an operand already of that shape is passed through unchanged.
+#[track_caller]
+pub fn broadcast_pair(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+    if a.shape() == b.shape() {
+        return Ok((a.clone(), b.clone()));
+    }
+    let dims = broadcast_shapes(&a.dims(), &b.dims())?;
+    Ok((expand(a, &dims)?, expand(b, &dims)?))
+}
+
+/// `t` broadcast to `dims` unless it already has them.
+#[track_caller]
+pub(crate) fn expand(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    if t.dims() == dims {
+        Ok(t.clone())
+    } else {
+        broadcast_to(t, dims)
+    }
+}
+
+/// `a` and `b` broadcast to one shape for the op `op` (a shape error names it). Callers'
+/// call sites are tracked, so a `broadcast_to` node records the user's line.
+#[track_caller]
+pub(crate) fn operands(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+    if a.shape() == b.shape() {
+        return Ok((a.clone(), b.clone()));
+    }
+    broadcast_pair(a, b).map_err(|e| e.context(op))
+}
+
+/// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element
+/// of `a` receives the sum over the positions that repeat it (`broadcast_to`'s VJP). Sums run in
+/// f64. When the repeated modes are the leading ones (the common bias case) the rows of `g`
+/// are added into one accumulator row, a pass that vectorises; otherwise a kernel reduction.
+pub(crate) fn sum_to(g: &Tensor, a: &Tensor) -> Result<Tensor> {
+    let dims = g.dims();
+    let own = a.dims();
+    let lead = dims.len() - own.len();
+    let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
+    let reduced: Vec<usize> = (0..dims.len()).filter(|&i| extent(i) != dims[i]).collect();
+    let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
+    // the reduced modes are a prefix: g is `rows` copies of a row of a's size
+    let prefix = reduced.iter().enumerate().all(|(k, &i)| k == i);
+    if prefix {
+        let m = a.size();
+        let summed = read::<f32, _>(g, |x| {
+            let xs = x.as_slice()?;
+            let mut acc = vec![0.0f64; m];
+            if m > 0 {
+                for row in xs.chunks_exact(m) {
+                    acc.iter_mut()
+                        .zip(row)
+                        .for_each(|(s, &v)| *s += f64::from(v));
+                }
+            }
+            Some(acc)
+        })?;
+        if let Some(acc) = summed {
+            return fresh::<f32>(a, layout, |out| {
+                out.iter_mut().zip(&acc).for_each(|(o, &s)| *o = s as f32);
+                Ok(())
+            });
+        }
+    }
+    let r = reduce(
+        g,
+        &reduced,
+        true,
+        || 0.0f64,
+        |s, x: f32| s + f64::from(x),
+        |s, _| s as f32,
+    )?;
+    r.with_layout_detached(Layout::clone(&layout), r.offset())
+}
