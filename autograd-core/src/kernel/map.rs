@@ -59,20 +59,13 @@ fn fill_from<T: Element, U: Element>(
         }
         return;
     }
-    let chunk = |start: usize, o: &mut [U]| {
+    run_chunks(out, |start, o| {
         let mut i = 0;
         x.for_each_in(start, o.len(), |v| {
             o[i] = f(v);
             i += 1;
         });
-    };
-    if parallel(out.len()) {
-        out.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, o)| chunk(c * CHUNK, o));
-    } else {
-        chunk(0, out);
-    }
+    });
 }
 
 fn zip_into<T: Element, U: Element, V: Element>(
@@ -111,7 +104,7 @@ fn zip_into<T: Element, U: Element, V: Element>(
         return;
     }
     // Strided or broadcast operands: gather each chunk of one operand, then walk the other.
-    let chunk = |start: usize, o: &mut [V]| {
+    run_chunks(out, |start, o| {
         let mut left: Vec<T> = vec![T::default(); o.len()];
         x.copy_range(start, &mut left);
         let mut i = 0;
@@ -119,16 +112,7 @@ fn zip_into<T: Element, U: Element, V: Element>(
             o[i] = f(left[i], q);
             i += 1;
         });
-    };
-    if parallel(out.len()) {
-        out.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, o)| chunk(c * CHUNK, o));
-    } else {
-        for (c, o) in out.chunks_mut(CHUNK).enumerate() {
-            chunk(c * CHUNK, o);
-        }
-    }
+    });
 }
 
 /// Runs `chunk(start, out_chunk)` over `out` in [`CHUNK`]s, in parallel above the threshold.

@@ -103,7 +103,7 @@ fn strides(dims: &[usize]) -> Vec<usize> {
 }
 
 /// For every row-major position of `dims`, `sum_d coord[d] * stride[d]`.
-fn offsets(dims: &[usize], stride: &[usize]) -> Vec<usize> {
+pub(super) fn offsets(dims: &[usize], stride: &[usize]) -> Vec<usize> {
     let n: usize = dims.iter().product();
     let mut out = Vec::with_capacity(n);
     let mut coord = vec![0; dims.len()];
@@ -231,13 +231,26 @@ pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
         .iter()
         .map(|x| x.dims()[axis..].iter().product())
         .collect();
-    by_dtype!(dtype, "concat", |T| {
+    join(xs, dtype, "concat", &out_dims, &chunks, outer)
+}
+
+/// The tensors of `xs` (all of `dtype`) interleaved into one of `out_dims`: for each of
+/// `outer` blocks, `chunks[i]` elements of `xs[i]` in turn.
+fn join(
+    xs: &[Tensor],
+    dtype: &DType,
+    op: &str,
+    out_dims: &[usize],
+    chunks: &[usize],
+    outer: usize,
+) -> Result<Tensor> {
+    by_dtype!(dtype, op, |T| {
         let pieces = xs
             .iter()
             .map(Tensor::values::<T>)
             .collect::<Result<Vec<_>>>()?;
-        emit::<T>(&xs[0], &out_dims, |out| {
-            interleave(&pieces, &chunks, outer, out);
+        emit::<T>(&xs[0], out_dims, |out| {
+            interleave(&pieces, chunks, outer, out);
             Ok(())
         })
     })
@@ -292,16 +305,7 @@ pub fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
     let outer: usize = first[..axis].iter().product();
     let chunk: usize = first[axis..].iter().product();
     let chunks = vec![chunk; xs.len()];
-    by_dtype!(dtype, "stack", |T| {
-        let pieces = xs
-            .iter()
-            .map(Tensor::values::<T>)
-            .collect::<Result<Vec<_>>>()?;
-        emit::<T>(&xs[0], &out_dims, |out| {
-            interleave(&pieces, &chunks, outer, out);
-            Ok(())
-        })
-    })
+    join(xs, dtype, "stack", &out_dims, &chunks, outer)
 }
 
 /// The sub-tensors of `a` at `indices` (a one-axis Int32 tensor) along `axis`:

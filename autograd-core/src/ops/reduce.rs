@@ -33,7 +33,6 @@ pub fn sum(a: &Tensor) -> Result<Tensor> {
 ///
 /// `groups(&[2, 3], &[1]) == [0, 0, 0, 1, 1, 1]`; `groups(&[2, 3], &[0]) == [0, 1, 2, 0, 1, 2]`.
 fn groups(dims: &[usize], axes: &[usize]) -> Vec<usize> {
-    let n: usize = dims.iter().product();
     // the stride of each axis in the result: 0 for a reduced axis
     let mut stride = vec![0; dims.len()];
     let mut s = 1;
@@ -43,22 +42,7 @@ fn groups(dims: &[usize], axes: &[usize]) -> Vec<usize> {
             s *= dims[i];
         }
     }
-    let mut out = Vec::with_capacity(n);
-    let mut coord = vec![0; dims.len()];
-    let mut at = 0;
-    for _ in 0..n {
-        out.push(at);
-        for i in (0..dims.len()).rev() {
-            coord[i] += 1;
-            at += stride[i];
-            if coord[i] < dims[i] {
-                break;
-            }
-            at -= stride[i] * dims[i];
-            coord[i] = 0;
-        }
-    }
-    out
+    super::index::offsets(dims, &stride)
 }
 
 /// The number of elements each group of a reduction over `axes` holds.
