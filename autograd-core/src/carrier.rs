@@ -370,6 +370,19 @@ impl CpuCarrier {
     }
 }
 
+impl Drop for CpuCarrier {
+    /// A large Float32 buffer goes to the reuse pool of this thread instead of the allocator.
+    fn drop(&mut self) {
+        let data = self
+            .data
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Storage::Heap(Buffer::F32(v)) = data {
+            crate::pool::recycle(std::mem::take(v));
+        }
+    }
+}
+
 impl Carrier for CpuCarrier {
     fn id(&self) -> CarrierId {
         self.id

@@ -7,7 +7,7 @@ use crate::carrier::Carrier;
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
 use crate::layout::{Aliasing, Layout};
-use crate::scalar::{filled, Buffer};
+use crate::scalar::Buffer;
 use crate::tensor::Tensor;
 
 /// Float32 values of `layout` placed in fresh storage of `class`'s implementation class; the
@@ -21,7 +21,7 @@ pub(crate) fn place(
     let data = if is_dense(&layout) {
         values
     } else {
-        let mut data = filled(layout.cosize(), 0.0f32)?;
+        let mut data = crate::pool::zeroed(layout.cosize())?;
         let mut it = values.into_iter();
         layout.for_each_offset(|o| {
             if let Some(v) = it.next() {
@@ -126,7 +126,7 @@ pub(crate) fn fold_for(target: &Tensor, g: Tensor) -> Result<Tensor> {
 fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     let values = g.values::<f32>()?;
     let slots = target.offsets();
-    let mut sums = filled(target.cosize(), 0.0f32)?;
+    let mut sums = crate::pool::zeroed(target.cosize())?;
     for (v, &s) in values.iter().zip(&slots) {
         sums[s] += v;
     }
@@ -305,7 +305,7 @@ impl Sum {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
                 let layout = first.layout_arc().clone();
-                let mut data = filled(layout.cosize(), 0.0f32)?;
+                let mut data = crate::pool::zeroed(layout.cosize())?;
                 scatter_add(&mut data, &layout, first)?;
                 scatter_add(&mut data, &layout, g)?;
                 let class = first.part_carrier(0).clone();

@@ -18,6 +18,7 @@ mod mutation;
 mod needs_grad;
 mod op;
 pub mod ops;
+mod pool;
 mod scalar;
 pub mod tape;
 mod tensor;

@@ -29,7 +29,16 @@ pub fn fresh<T: Element>(
             return like.f32_from_slice(&small[..n], layout);
         }
     }
-    let mut data = filled(n, T::default())?;
+    // Float32 results reuse a large buffer this thread freed, when there is one.
+    let reused = if T::DTYPE == crate::DType::Float32 {
+        T::from_buffer(crate::scalar::Buffer::F32(crate::pool::zeroed(n)?))
+    } else {
+        None
+    };
+    let mut data = match reused {
+        Some(data) => data,
+        None => filled(n, T::default())?,
+    };
     f(&mut data)?;
     let carrier = like.part_carrier(0).fresh(T::into_buffer(data))?;
     Ok(Tensor::from_carrier_unchecked(carrier, layout, T::DTYPE))
