@@ -161,11 +161,7 @@ impl Tensor {
         Some(InPlace { target: self })
     }
 
-    /// [`Tensor::f32_in_place`] for an update from `src`, after the checks every path makes.
-    fn f32_in_place_with(&self, op: &str, src: &Tensor) -> Result<Option<InPlace<'_>>> {
-        let Some(fast) = self.f32_in_place() else {
-            return Ok(None);
-        };
+    fn ensure_same_shape(&self, op: &str, src: &Tensor) -> Result<()> {
         ensure!(
             src.shape() == self.shape(),
             Value,
@@ -173,6 +169,15 @@ impl Tensor {
             src.shape(),
             self.shape()
         );
+        Ok(())
+    }
+
+    /// [`Tensor::f32_in_place`] for an update from `src`, after the checks every path makes.
+    fn f32_in_place_with(&self, op: &str, src: &Tensor) -> Result<Option<InPlace<'_>>> {
+        let Some(fast) = self.f32_in_place() else {
+            return Ok(None);
+        };
+        self.ensure_same_shape(op, src)?;
         Ok((src.storage_dtype()? == DType::Float32).then_some(fast))
     }
 
@@ -183,13 +188,7 @@ impl Tensor {
         f: impl Fn(Scalar, Scalar) -> Result<Scalar>,
     ) -> Result<()> {
         let dtype = self.storage_dtype()?;
-        ensure!(
-            src.shape() == self.shape(),
-            Value,
-            "{op}: source shape {} differs from target shape {}",
-            src.shape(),
-            self.shape()
-        );
+        self.ensure_same_shape(op, src)?;
         ensure!(
             src.storage_dtype()? == dtype,
             Type,

@@ -9,61 +9,11 @@ use autograd_core::ops::{
     argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes,
 };
 use autograd_core::{
-    gradcheck, CpuCarrier, DType, ErrorKind, GradcheckOptions, Layout, Result, Shape, Stride,
-    Tensor,
+    gradcheck, CpuCarrier, DType, ErrorKind, GradcheckOptions, Layout, Result, Tensor,
 };
-use autograd_tests::{grad_vals, t, vals};
+use autograd_tests::{broadcast_rows, coords, grad_vals, noise, strided, t, vals};
 use proptest::prelude::*;
 use spec_support::{expect_err, on_test_carrier, tc};
-
-/// The row-major coordinate of position `p` in extents `dims`.
-fn coords(mut p: usize, dims: &[usize]) -> Vec<usize> {
-    let mut c = vec![0; dims.len()];
-    for (ci, &d) in c.iter_mut().zip(dims).rev() {
-        *ci = p % d;
-        p /= d;
-    }
-    c
-}
-
-/// `values` (row-major over `dims`) stored column-major (first axis fastest) at offset 1 of a
-/// larger CPU carrier whose padding is NaN: a non-contiguous input at an offset.
-fn strided(values: &[f32], dims: &[usize]) -> Tensor {
-    let mut stride = vec![1usize; dims.len()];
-    for i in 1..dims.len() {
-        stride[i] = stride[i - 1] * dims[i - 1];
-    }
-    let mut storage = vec![f32::NAN; values.len() + 1];
-    for (p, &v) in values.iter().enumerate() {
-        let c = coords(p, dims);
-        storage[1 + c.iter().zip(&stride).map(|(a, b)| a * b).sum::<usize>()] = v;
-    }
-    let layout = Layout::new(Shape::from(dims.to_vec()), Stride::from(stride)).unwrap();
-    Tensor::from_parts(CpuCarrier::from_vec(storage), layout, 1).unwrap()
-}
-
-/// `row` repeated `rows` times through a stride-0 first axis.
-fn broadcast_rows(row: &[f32], rows: usize) -> Tensor {
-    let layout = Layout::new(
-        Shape::from(vec![rows, row.len()]),
-        Stride::from(vec![0usize, 1]),
-    )
-    .unwrap();
-    Tensor::from_parts(CpuCarrier::from_vec(row.to_vec()), layout, 0).unwrap()
-}
-
-/// Deterministic values in `[-1, 1)`.
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// `n` distinct values at least 0.1 apart, in a seed-dependent order (no ties for extrema).
 fn distinct(n: usize, seed: u64) -> Vec<f32> {

@@ -14,29 +14,11 @@ use crate::{differentiable, kernel, DType, Element, Layout, Result, Tensor};
 /// Runs `$body` with `$T` bound to the storage element type of `$dtype`.
 macro_rules! by_dtype {
     ($dtype:expr, $op:expr, |$T:ident| $body:expr) => {
-        match $dtype {
-            DType::Float32 => {
-                type $T = f32;
-                $body
-            }
-            DType::Float64 => {
-                type $T = f64;
-                $body
-            }
-            DType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            DType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            other => bail!(Type, "{} does not take {other} tensors", $op),
-        }
+        super::num::dispatch!(
+            $dtype, $op, $T => $body,
+            [Float32: f32, Float64: f64, Int32: i32, Int64: i64, Bool: bool],
+            "{} does not take {} tensors"
+        )
     };
 }
 
@@ -198,12 +180,7 @@ pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
         axis: usize,
         needs: &NeedsGrad,
     ) -> Result<Vec<Option<Tensor>>> {
-        let outer: usize = g.dims()[..axis].iter().product();
-        let chunks: Vec<usize> = xs
-            .iter()
-            .map(|x| x.dims()[axis..].iter().product())
-            .collect();
-        split(g, xs, &chunks, outer, needs.slice(0))
+        unjoin(g, xs, axis, needs.slice(0))
     }
     let dtype = common_dtype("concat", xs)?;
     let first = xs[0].dims();
@@ -232,6 +209,17 @@ pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
         .map(|x| x.dims()[axis..].iter().product())
         .collect();
     join(xs, dtype, "concat", &out_dims, &chunks, outer)
+}
+
+/// The gradients of the tensors `join` interleaved along `axis` (`concat` and `stack` alike:
+/// `x_i` filled `x_i.dims()[axis..]` elements of every block before `axis`).
+fn unjoin(g: &Tensor, xs: &[Tensor], axis: usize, wanted: &[bool]) -> Result<Vec<Option<Tensor>>> {
+    let outer: usize = g.dims()[..axis].iter().product();
+    let chunks: Vec<usize> = xs
+        .iter()
+        .map(|x| x.dims()[axis..].iter().product())
+        .collect();
+    split(g, xs, &chunks, outer, wanted)
 }
 
 /// The tensors of `xs` (all of `dtype`) interleaved into one of `out_dims`: for each of
@@ -276,12 +264,7 @@ pub fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
         axis: usize,
         needs: &NeedsGrad,
     ) -> Result<Vec<Option<Tensor>>> {
-        let outer: usize = g.dims()[..axis].iter().product();
-        let chunks: Vec<usize> = xs
-            .iter()
-            .map(|x| x.dims()[axis..].iter().product())
-            .collect();
-        split(g, xs, &chunks, outer, needs.slice(0))
+        unjoin(g, xs, axis, needs.slice(0))
     }
     let dtype = common_dtype("stack", xs)?;
     let first = xs[0].dims();

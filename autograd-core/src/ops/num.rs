@@ -229,54 +229,44 @@ pub(crate) fn erf(x: f64) -> f64 {
     }
 }
 
+/// Runs `$body` with `$T` bound to the element type of `$dtype` among the listed dtypes; any
+/// other dtype is `Error::Type` with `$fmt` formatted with the op and the dtype.
+macro_rules! dispatch {
+    ($dtype:expr, $op:expr, $T:ident => $body:expr, [$($variant:ident: $ty:ty),+], $fmt:literal) => {
+        match $dtype {
+            $($crate::DType::$variant => {
+                type $T = $ty;
+                $body
+            })+
+            other => $crate::bail!(Type, $fmt, $op, other),
+        }
+    };
+}
+
 /// Runs `$body` with `$T` bound to the element type of `$t`'s dtype among Float32, Float64
 /// and Int32; any other dtype is `Error::Type` naming the op.
 macro_rules! numeric {
     ($op:expr, $t:expr, $T:ident => $body:expr) => {
-        match $t.dtype() {
-            $crate::DType::Float32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::Float64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::DType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            other => $crate::bail!(
-                Type,
-                "{}: takes Float32, Float64 or Int32 tensors, not {other}",
-                $op
-            ),
-        }
+        $crate::ops::num::dispatch!(
+            $t.dtype(), $op, $T => $body,
+            [Float32: f32, Float64: f64, Int32: i32],
+            "{}: takes Float32, Float64 or Int32 tensors, not {}"
+        )
     };
 }
 
 /// [`numeric!`] for the floating dtypes Float32 and Float64 only.
 macro_rules! real {
     ($op:expr, $t:expr, $T:ident => $body:expr) => {
-        match $t.dtype() {
-            $crate::DType::Float32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::Float64 => {
-                type $T = f64;
-                $body
-            }
-            other => $crate::bail!(
-                Type,
-                "{}: takes Float32 or Float64 tensors, not {other}",
-                $op
-            ),
-        }
+        $crate::ops::num::dispatch!(
+            $t.dtype(), $op, $T => $body,
+            [Float32: f32, Float64: f64],
+            "{}: takes Float32 or Float64 tensors, not {}"
+        )
     };
 }
 
-pub(crate) use {numeric, real};
+pub(crate) use {dispatch, numeric, real};
 
 #[cfg(test)]
 mod tests {
