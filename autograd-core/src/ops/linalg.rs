@@ -7,7 +7,7 @@ use crate::error::{ensure, Result};
 use crate::gemm::{gemm_f32, MatMut, MatRef};
 use crate::kernel::{self, Elements};
 use crate::layout::Layout;
-use crate::ops::broadcast_to;
+use crate::ops::{broadcast_to, squeeze, unsqueeze};
 use crate::{differentiable, Tensor};
 
 /// Which operand of a product is used transposed.
@@ -66,7 +66,7 @@ fn split_dims(t: &Tensor, what: &str) -> Result<(Vec<usize>, usize, usize)> {
     ensure!(
         dims.len() >= 2,
         Value,
-        "{what}: operand of shape {} needs at least two axes (a matrix); unsqueeze a vector first",
+        "{what}: operand of shape {} needs at least two axes (a matrix)",
         t.shape()
     );
     let n = dims.len();
@@ -160,18 +160,41 @@ fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     product(a, b, Trans { a: false, b: false })
 }
 
-/// The matrix product `a · b` of `[..., m, k]` and `[..., k, n]` (at least two axes each):
-/// batch axes broadcast as numpy's `matmul` does (through the differentiable `broadcast_to`,
-/// so a broadcast operand's gradient sums over the batch), and a transposed or sliced operand
-/// reaches the GEMM kernel through its strides, without a copy.
+/// The matrix product `a · b` of `[..., m, k]` and `[..., k, n]`: batch axes broadcast as
+/// numpy's `matmul` does (through the differentiable `broadcast_to`, so a broadcast operand's
+/// gradient sums over the batch), and a transposed or sliced operand reaches the GEMM kernel
+/// through its strides, without a copy. A vector operand is promoted as PyTorch does: `[k]`
+/// on the left is a row `[1, k]`, on the right a column `[k, 1]`, and the promoted axis is
+/// removed from the result (two vectors give their dot product, a scalar). A scalar operand
+/// is `Error::Value`.
 ///
 /// ```
 /// use autograd_core::{ops::matmul, shape, Tensor};
 /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2]).unwrap();
 /// let b = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0], shape![2, 2]).unwrap();
 /// assert_eq!(matmul(&a, &b).unwrap().values::<f32>().unwrap(), [19.0, 22.0, 43.0, 50.0]);
+/// let v = Tensor::from_vec(vec![1.0f32, 1.0], shape![2]).unwrap();
+/// assert_eq!(matmul(&a, &v).unwrap().values::<f32>().unwrap(), [3.0, 7.0]);
 /// ```
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (ra, rb) = (a.dims().len(), b.dims().len());
+    ensure!(
+        ra >= 1 && rb >= 1,
+        Value,
+        "matmul: operands of shapes {} and {} must have at least one axis each",
+        a.shape(),
+        b.shape()
+    );
+    match (ra, rb) {
+        (1, 1) => squeeze(&squeeze(&matrix_matmul(&unsqueeze(a, 0)?, &unsqueeze(b, 1)?)?, 1)?, 0),
+        (1, _) => squeeze(&matrix_matmul(&unsqueeze(a, 0)?, b)?, rb - 2),
+        (_, 1) => squeeze(&matrix_matmul(a, &unsqueeze(b, 1)?)?, ra - 1),
+        _ => matrix_matmul(a, b),
+    }
+}
+
+/// [`matmul`] of operands with at least two axes each.
+fn matrix_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (batch_a, m, _) = split_dims(a, "matmul")?;
     let (batch_b, _, n) = split_dims(b, "matmul")?;
     if batch_a == batch_b {
