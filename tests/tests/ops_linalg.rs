@@ -178,7 +178,10 @@ fn vector_operands_are_promoted_and_the_promoted_axis_removed() {
     // a vector against a batch of matrices: [3] x [4, 3, 2] -> [4, 2]
     let batch = t(&seq(24, 0.1), &[4, 3, 2]);
     assert_eq!(matmul(&v, &batch).unwrap().dims(), [4, 2]);
-    assert_eq!(matmul(&batch.transpose(1, 2).unwrap(), &v).unwrap().dims(), [4, 2]);
+    assert_eq!(
+        matmul(&batch.transpose(1, 2).unwrap(), &v).unwrap().dims(),
+        [4, 2]
+    );
     for (x, y) in [(&a, &v), (&w, &a), (&v, &v)] {
         gradcheck(
             |p: &[Tensor]| matmul(&p[0], &p[1]),

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{ensure, Result};
-use crate::gemm::{gemm_f32, MatMut, MatRef};
-use crate::kernel::{self, Elements};
+use crate::kernel::{self, gemm_f32, MatMut};
 use crate::layout::Layout;
 use crate::ops::{broadcast_to, squeeze, unsqueeze};
 use crate::{differentiable, Tensor};
@@ -15,38 +14,6 @@ use crate::{differentiable, Tensor};
 struct Trans {
     a: bool,
     b: bool,
-}
-
-/// The matrix of batch `index` of `e` (whose last two top-level modes are the matrix), as a
-/// strided view; `None` when either matrix mode is nested (the caller then copies).
-fn matrix<'a>(
-    e: &Elements<'a, f32>,
-    index: &[usize],
-    transpose: bool,
-) -> Result<Option<MatRef<'a>>> {
-    let l = e.layout();
-    let r = l.rank();
-    if !l.mode_is_leaf(r - 2) || !l.mode_is_leaf(r - 1) {
-        return Ok(None);
-    }
-    let mut coord = index.to_vec();
-    coord.extend([0, 0]);
-    let (data, offset) = e.storage();
-    let (rows, cols) = (l.mode_leaves(r - 2)[0], l.mode_leaves(r - 1)[0]);
-    let m = MatRef {
-        data,
-        offset: offset
-            + if l.size() == 0 {
-                0
-            } else {
-                l.offset_of_top(&coord)?
-            },
-        rows: rows.extent,
-        cols: cols.extent,
-        row_stride: rows.stride,
-        col_stride: cols.stride,
-    };
-    Ok(Some(if transpose { m.t() } else { m }))
 }
 
 /// `t` with every mode flat, copying only when a matrix mode is nested.
@@ -110,7 +77,7 @@ fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
                     advance(&mut index, &batch);
                 }
                 let (Some(ma), Some(mb)) =
-                    (matrix(&ea, &index, trans.a)?, matrix(&eb, &index, trans.b)?)
+                    (ea.matrix(&index, trans.a)?, eb.matrix(&index, trans.b)?)
                 else {
                     crate::error::bail!(
                         Runtime,
@@ -186,7 +153,10 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         b.shape()
     );
     match (ra, rb) {
-        (1, 1) => squeeze(&squeeze(&matrix_matmul(&unsqueeze(a, 0)?, &unsqueeze(b, 1)?)?, 1)?, 0),
+        (1, 1) => squeeze(
+            &squeeze(&matrix_matmul(&unsqueeze(a, 0)?, &unsqueeze(b, 1)?)?, 1)?,
+            0,
+        ),
         (1, _) => squeeze(&matrix_matmul(&unsqueeze(a, 0)?, b)?, rb - 2),
         (_, 1) => squeeze(&matrix_matmul(a, &unsqueeze(b, 1)?)?, ra - 1),
         _ => matrix_matmul(a, b),
