@@ -22,7 +22,7 @@ mod parallel;
 mod reduce;
 
 pub use crate::gemm::{gemm_f32, MatMut, MatRef};
-pub use access::{read, read_pair, Elements, Run};
+pub use access::{read, read_logical, read_pair, Elements, Run};
 pub use map::{map, zip};
 pub use output::{fresh, fresh_like};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
