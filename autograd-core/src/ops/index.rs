@@ -583,7 +583,7 @@ fn embedding_dims(weight: &Tensor) -> Result<(usize, usize)> {
 
 /// Method forms of the layout and indexing ops.
 impl Tensor {
-    /// [`concat`]: `Tensor::concat(&[a, b], axis)`.
+    /// [`concat()`]: `Tensor::concat(&[a, b], axis)`.
     pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
         concat(xs, axis)
     }
