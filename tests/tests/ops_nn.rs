@@ -6,12 +6,13 @@
 //! and determinism, and bad input that changes nothing.
 
 mod elementwise_support;
+mod spec_support;
 
 use autograd_core::{
     grad, gradcheck, DType, ErrorKind, GradOptions, GradcheckOptions, Layout, Result, Rng, Shape,
     Stride, Tensor, VersionSnapshot,
 };
-use autograd_core::{CpuCarrier, ErrorKind::Type, ErrorKind::Value};
+use autograd_core::{Buffer, CpuCarrier, ErrorKind::Type, ErrorKind::Value};
 use autograd_ops::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
@@ -19,6 +20,7 @@ use autograd_ops::{
 use autograd_tests::{coords, grad_vals, kind, noise, strided, t, vals};
 use elementwise_support::{assert_close, leaf, KINDS};
 use proptest::prelude::*;
+use spec_support::{on_test_carrier, TestCarrier};
 
 // ---------------------------------------------------------------------------------------------
 // inputs and references
@@ -44,12 +46,31 @@ fn padded(values: &[f32], dims: &[usize]) -> Tensor {
     Tensor::from_parts(CpuCarrier::from_vec(storage), layout, 3).unwrap()
 }
 
-/// The same logical values as a dense, a column-major (transposed, offset) and a padded leaf.
+/// `values` (row-major over `dims`) stored column-major at offset 1 on a [`TestCarrier`]: a
+/// strided tensor on a carrier the kernel layer cannot borrow from (it reads a compact copy).
+fn strided_on_test_carrier(values: &[f32], dims: &[usize]) -> Tensor {
+    let mut stride = vec![1usize; dims.len()];
+    for i in 1..dims.len() {
+        stride[i] = stride[i - 1] * dims[i - 1];
+    }
+    let mut storage = vec![f32::NAN; values.len() + 1];
+    for (p, &v) in values.iter().enumerate() {
+        let c = coords(p, dims);
+        storage[1 + c.iter().zip(&stride).map(|(a, b)| a * b).sum::<usize>()] = v;
+    }
+    let layout = Layout::new(Shape::from(dims.to_vec()), Stride::from(stride)).unwrap();
+    let (carrier, _) = TestCarrier::shared(Buffer::F32(storage));
+    Tensor::from_parts(carrier, layout, 1).unwrap()
+}
+
+/// The same logical values as a dense, a column-major (transposed, offset) and a padded leaf,
+/// and a column-major one on a test carrier.
 fn layouts(values: &[f32], dims: &[usize]) -> Vec<(&'static str, Tensor)> {
     vec![
         ("dense", t(values, dims)),
         ("column-major", strided(values, dims)),
         ("padded", padded(values, dims)),
+        ("test carrier", strided_on_test_carrier(values, dims)),
     ]
 }
 
@@ -215,6 +236,7 @@ proptest! {
             for log in [false, true] {
                 let y = if log { log_softmax(&x, axis) } else { softmax(&x, axis) }.unwrap();
                 prop_assert_eq!(y.dims(), dims.clone());
+                prop_assert_eq!(on_test_carrier(&y), on_test_carrier(&x), "the result lives in the input's carrier class");
                 assert_close(&vals(&y), &softmax_ref(&values, &dims, axis, log), 2e-6,
                     &format!("log={log} {name} {dims:?} axis {axis}"));
             }

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use autograd_core::{differentiable, ensure, kernel, Captured, Layout, Result, Tensor};
+use autograd_core::{differentiable, ensure, Captured, Layout, Result, Tensor};
 
 use super::float::{log_sum_exp_shifted, row_max};
-use super::row::{per_row, row, write_rows};
+use super::row::{per_row, read_rows, row, write_rows};
 use super::target::class_targets;
 
 /// The options of [`cross_entropy`], PyTorch's keyword arguments (the reduction is always the
@@ -69,9 +69,7 @@ pub fn cross_entropy(
         let scale = g.values::<f32>()?[0] / t.count as f32;
         let (n, eps) = (rows.n, options.label_smoothing);
         let (off, on) = (eps / n as f32, 1.0 - eps);
-        let layout = rows.layout_of(logits)?;
-        let dx = kernel::read::<f32, _>(logits, |e| {
-            let e = e.relayout(&layout)?;
+        let dx = read_rows::<f32, _>(logits, rows, |e| {
             write_rows::<f32, Vec<f32>>(logits, rows, |k, buf, out| {
                 let Some(target) = t.classes[k] else {
                     out.fill(0.0);
@@ -83,7 +81,7 @@ pub fn cross_entropy(
                     *o = scale * ((x - lse[k]).exp() - q);
                 }
             })
-        })??;
+        })?;
         Ok((Some(dx), None))
     }
     ensure!(
@@ -94,10 +92,8 @@ pub fn cross_entropy(
     );
     let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
     let (n, eps) = (rows.n, f64::from(options.label_smoothing));
-    let layout = rows.layout_of(logits)?;
     // per row: its log-sum-exp and its loss (0 when ignored)
-    let per = kernel::read::<f32, _>(logits, |e| -> Result<Vec<(f32, f64)>> {
-        let e = e.relayout(&layout)?;
+    let per = read_rows::<f32, _>(logits, rows, |e| -> Result<Vec<(f32, f64)>> {
         Ok(per_row::<(f32, f64), Vec<f32>>(rows, |k, buf| {
             let xr = row(&e, k, n, buf);
             let m = row_max(xr);
@@ -111,7 +107,7 @@ pub fn cross_entropy(
             };
             (lse as f32, loss)
         }))
-    })??;
+    })?;
     #[residual]
     let lse = logits.f32_with_layout(
         per.iter().map(|p| p.0).collect(),

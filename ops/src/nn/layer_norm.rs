@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use autograd_core::{differentiable, ensure, kernel, DType, Layout, Result, Tensor};
+use autograd_core::{differentiable, ensure, DType, Layout, Result, Tensor};
 
-use super::row::{column_sums, per_row, row, write_rows, Rows};
+use super::row::{column_sums, per_row, read_row_pair, read_rows, row, write_rows, Rows};
 
 /// Refuses a tensor that is not Float32 (`Error::Type`).
 fn ensure_f32(what: &str, t: &Tensor) -> Result<()> {
@@ -104,12 +104,10 @@ pub fn layer_norm(
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let rows = Rows::trailing(&x.dims(), normalized_shape.len());
         let (mean, rstd) = (mean.values::<f32>()?, rstd.values::<f32>()?);
-        let (lg, lx) = (rows.layout_of(g)?, rows.layout_of(x)?);
         let n = rows.n;
         let gx = if needs.input(0) {
             let w = values_or(weight, n, 1.0)?;
-            Some(kernel::read_pair::<f32, f32, _>(g, x, |eg, ex| {
-                let (eg, ex) = (eg.relayout(&lg)?, ex.relayout(&lx)?);
+            Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
                 write_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
                     let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
                     let (mu, r) = (mean[k], rstd[k]);
@@ -124,7 +122,7 @@ pub fn layer_norm(
                         *o = r * (gi * wi - a - (xi - mu) * r * b);
                     }
                 })
-            })??)
+            })?)
         } else {
             None
         };
@@ -134,8 +132,7 @@ pub fn layer_norm(
             return Ok((gx, None, None));
         }
         // [dw | db] summed over the rows
-        let sums = kernel::read_pair::<f32, f32, _>(g, x, |eg, ex| -> Result<Vec<f64>> {
-            let (eg, ex) = (eg.relayout(&lg)?, ex.relayout(&lx)?);
+        let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| -> Result<Vec<f64>> {
             Ok(column_sums::<(Vec<f32>, Vec<f32>)>(
                 rows,
                 2 * n,
@@ -149,7 +146,7 @@ pub fn layer_norm(
                     }
                 },
             ))
-        })??;
+        })?;
         let (dw, db) = sums.split_at(n);
         let rounded = |s: &[f64]| s.iter().map(|&v| v as f32).collect::<Vec<f32>>();
         let gw = match weight {
@@ -165,17 +162,15 @@ pub fn layer_norm(
     check(x, normalized_shape, weight, bias, eps)?;
     let rows = Rows::trailing(&x.dims(), normalized_shape.len());
     let n = rows.n;
-    let layout = rows.layout_of(x)?;
     // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row in f64
-    let stats = kernel::read::<f32, _>(x, |e| -> Result<Vec<(f32, f32)>> {
-        let e = e.relayout(&layout)?;
+    let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
         Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
             let r = row(&e, k, n, buf);
             let mu = r.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
             let var = r.iter().map(|&v| (f64::from(v) - mu).powi(2)).sum::<f64>() / n as f64;
             (mu as f32, (1.0 / (var + f64::from(eps)).sqrt()) as f32)
         }))
-    })??;
+    })?;
     let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
     #[residual]
     let mean = x.f32_with_layout(stats.iter().map(|s| s.0).collect(), stats_layout.clone())?;
@@ -183,8 +178,7 @@ pub fn layer_norm(
     let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
     let w = values_or(weight, n, 1.0)?;
     let b = values_or(bias, n, 0.0)?;
-    kernel::read::<f32, _>(x, |e| {
-        let e = e.relayout(&layout)?;
+    read_rows::<f32, _>(x, rows, |e| {
         write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
             let (mu, r) = stats[k];
             let xr = row(&e, k, n, buf);
@@ -192,5 +186,5 @@ pub fn layer_norm(
                 *o = (xi - mu) * r * wi + bi;
             }
         })
-    })?
+    })
 }

@@ -56,26 +56,53 @@ impl Rows {
     pub fn count(&self) -> usize {
         self.outer * self.inner
     }
-
-    /// A layout of `t`'s elements in which row `k` is the logical positions `k n..(k + 1) n`:
-    /// `t`'s own layout when rows are consecutive, else its modes with the row axis moved last.
-    pub fn layout_of(&self, t: &Tensor) -> Result<Layout> {
-        let l = t.layout();
-        match self.axis {
-            Some(axis) if self.inner > 1 => {
-                let mut modes = l.modes();
-                let row = modes.remove(axis);
-                modes.push(row);
-                Layout::from_modes(&modes)
-            }
-            _ => Ok(l.clone()),
-        }
-    }
 }
 
 /// Whether work over `elements` is split across threads (the kernel layer's rule).
 pub(crate) fn parallel(elements: usize) -> bool {
     elements >= kernel::PARALLEL_THRESHOLD && kernel::threads() > 1
+}
+
+/// Runs `f` on `e` seen so that row `k` is its logical positions `k n..(k + 1) n`: `e` itself
+/// when rows are consecutive, else under its own layout with the row axis moved last. (The
+/// layout comes from `e`, not from the tensor: a carrier the kernel layer cannot borrow from
+/// hands over a compact copy.)
+fn rows_view<T: Element, R>(
+    e: Elements<'_, T>,
+    rows: Rows,
+    f: impl FnOnce(Elements<'_, T>) -> Result<R>,
+) -> Result<R> {
+    match rows.axis {
+        Some(axis) if rows.inner > 1 => {
+            let mut modes = e.layout().modes();
+            let row = modes.remove(axis);
+            modes.push(row);
+            let l = Layout::from_modes(&modes)?;
+            f(e.relayout(&l)?)
+        }
+        _ => f(e),
+    }
+}
+
+/// Runs `f` on the elements of `t` (as `T`) seen with consecutive rows (see [`row`]).
+pub(crate) fn read_rows<T: Element, R>(
+    t: &Tensor,
+    rows: Rows,
+    f: impl FnOnce(Elements<'_, T>) -> Result<R>,
+) -> Result<R> {
+    kernel::read::<T, _>(t, |e| rows_view(e, rows, f))?
+}
+
+/// [`read_rows`] for two tensors of one shape at once.
+pub(crate) fn read_row_pair<T: Element, U: Element, R>(
+    a: &Tensor,
+    b: &Tensor,
+    rows: Rows,
+    f: impl FnOnce(Elements<'_, T>, Elements<'_, U>) -> Result<R>,
+) -> Result<R> {
+    kernel::read_pair::<T, U, _>(a, b, |ea, eb| {
+        rows_view(ea, rows, move |ea| rows_view(eb, rows, move |eb| f(ea, eb)))
+    })?
 }
 
 /// Row `k` (`n` elements) of `e`, whose layout puts rows consecutively: borrowed when `e` is

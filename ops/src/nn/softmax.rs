@@ -5,10 +5,10 @@
 //! and the result is compact row-major. The forward kernels take Float32 and Float64; only a
 //! Float32 result records a node.
 
-use autograd_core::{bail, differentiable, kernel, DType, Result, Tensor};
+use autograd_core::{bail, differentiable, DType, Result, Tensor};
 
 use super::float::{log_sum_exp_shifted, row_max, Float};
-use super::row::{row, write_rows, Rows};
+use super::row::{read_row_pair, read_rows, row, write_rows, Rows};
 
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
 fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
@@ -35,11 +35,9 @@ fn log_softmax_row<T: Float>(x: &[T], out: &mut [T]) {
 
 /// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
 fn rows_of<T: Float>(x: &Tensor, rows: Rows, kernel: fn(&[T], &mut [T])) -> Result<Tensor> {
-    let layout = rows.layout_of(x)?;
-    kernel::read::<T, _>(x, |e| {
-        let e = e.relayout(&layout)?;
+    read_rows::<T, _>(x, rows, |e| {
         write_rows::<T, Vec<T>>(x, rows, |k, buf, out| kernel(row(&e, k, rows.n, buf), out))
-    })?
+    })
 }
 
 /// [`rows_of`] dispatched on `x`'s dtype (Float32 or Float64).
@@ -67,13 +65,11 @@ fn vjp_rows(
     f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
 ) -> Result<Tensor> {
     let rows = Rows::along("softmax", &y.dims(), axis)?;
-    let (lg, ly) = (rows.layout_of(g)?, rows.layout_of(y)?);
-    kernel::read_pair::<f32, f32, _>(g, y, |eg, ey| {
-        let (eg, ey) = (eg.relayout(&lg)?, ey.relayout(&ly)?);
+    read_row_pair::<f32, f32, _>(g, y, rows, |eg, ey| {
         write_rows::<f32, (Vec<f32>, Vec<f32>)>(y, rows, |k, (bg, by), out| {
             f(row(&eg, k, rows.n, bg), row(&ey, k, rows.n, by), out);
         })
-    })?
+    })
 }
 
 /// The softmax of `x` along the top-level `axis`: `e^x / sum e^x` over every row, computed as
