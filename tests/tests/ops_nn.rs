@@ -976,3 +976,34 @@ fn dropout_refuses_bad_probabilities_and_dtypes_and_changes_nothing() {
     );
     assert!(x.grad().unwrap().is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// empty tensors
+
+#[test]
+fn empty_tensors_give_empty_results_or_nan_means_without_panicking() {
+    for dims in [[0usize, 3], [2, 0]] {
+        let x = t(&[], &dims);
+        for axis in 0..2 {
+            assert_eq!(softmax(&x, axis).unwrap().dims(), dims);
+            assert_eq!(log_softmax(&x, axis).unwrap().dims(), dims);
+        }
+        assert_eq!(
+            layer_norm(&x, &dims[1..], None, None, 1e-5).unwrap().dims(),
+            dims
+        );
+        assert!(one(&mse_loss(&x, &t(&[], &dims)).unwrap()).is_nan());
+        assert_eq!(
+            dropout(&x, 0.5, true, &mut Rng::new(1)).unwrap().dims(),
+            dims
+        );
+    }
+    // no rows: the mean over zero rows is NaN, as PyTorch's
+    let x = t(&[], &[0, 3]);
+    let loss = cross_entropy(&x, &ints(&[], &[0]), CrossEntropyOptions::default()).unwrap();
+    assert!(one(&loss).is_nan());
+    loss.backward().unwrap();
+    assert_eq!(x.grad().unwrap().unwrap().dims(), [0, 3]);
+    let y = softmax(&x, 1).unwrap();
+    autograd_ops::sum(&y).unwrap().backward().unwrap();
+}
