@@ -5,3 +5,9 @@
 //! this crate re-exports them and will hold the network ops and optimizers.
 
 pub use autograd_core::ops::*;
+
+mod nn;
+pub use nn::{
+    cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
+    CrossEntropyOptions, LayerNorm,
+};

@@ -1,0 +1,190 @@
+//! `layer_norm`: normalisation over the trailing axes with an optional affine weight and bias,
+//! as PyTorch's `layer_norm`. The forward pass keeps each row's mean and reciprocal standard
+//! deviation as residuals, so the VJP reads them instead of recomputing them.
+
+use std::sync::Arc;
+
+use autograd_core::{differentiable, ensure, DType, Layout, Result, Tensor};
+
+use super::row::{column_sums, per_row, read_row_pair, read_rows, row, write_rows, Rows};
+
+/// Refuses a tensor that is not Float32 (`Error::Type`).
+fn ensure_f32(what: &str, t: &Tensor) -> Result<()> {
+    ensure!(
+        t.dtype() == &DType::Float32,
+        Type,
+        "layer_norm: {what} must be Float32, got {}",
+        t.dtype()
+    );
+    Ok(())
+}
+
+/// Checks every argument of [`layer_norm`] against the others, before anything is computed.
+fn check(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f32,
+) -> Result<()> {
+    ensure_f32("the input", x)?;
+    let dims = x.dims();
+    ensure!(
+        !normalized_shape.is_empty()
+            && normalized_shape.len() <= dims.len()
+            && dims[dims.len() - normalized_shape.len()..] == *normalized_shape,
+        Value,
+        "layer_norm: normalized_shape {normalized_shape:?} must be the trailing extents of the input's shape {}",
+        x.shape()
+    );
+    for (what, t) in [("weight", weight), ("bias", bias)] {
+        if let Some(t) = t {
+            ensure_f32(what, t)?;
+            ensure!(
+                t.dims() == normalized_shape,
+                Value,
+                "layer_norm: {what} of shape {} must have normalized_shape {normalized_shape:?}",
+                t.shape()
+            );
+        }
+    }
+    ensure!(
+        eps >= 0.0 && eps.is_finite(),
+        Value,
+        "layer_norm: eps must be finite and non-negative, got {eps}"
+    );
+    Ok(())
+}
+
+/// The values of an optional per-element parameter, or `fill` for each of `n` elements.
+fn values_or(t: Option<&Tensor>, n: usize, fill: f32) -> Result<Vec<f32>> {
+    match t {
+        Some(t) => t.values::<f32>(),
+        None => Ok(vec![fill; n]),
+    }
+}
+
+/// Normalises `x` over its trailing axes `normalized_shape` (which must be the last extents of
+/// `x`'s shape): every row `r` of `prod(normalized_shape)` elements becomes
+/// `(r - mean(r)) / sqrt(var(r) + eps) * weight + bias`, with the population variance, as
+/// PyTorch's `layer_norm`. `weight` and `bias` (shape `normalized_shape`) are optional.
+///
+/// Float32 only (`Error::Type` otherwise); a `normalized_shape` that is empty or not the
+/// input's trailing extents, a weight or bias of another shape, or a negative or non-finite
+/// `eps` are `Error::Value`. The VJP computes only the gradients the traversal wants.
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::layer_norm;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![1, 3]).unwrap();
+/// let y = layer_norm(&x, &[3], None, None, 0.0).unwrap().values::<f32>().unwrap();
+/// // mean 2, variance 2/3: (x - 2) * sqrt(3/2)
+/// assert!((y[0] + 1.224_744_9).abs() < 1e-6 && y[1].abs() < 1e-6);
+/// ```
+#[differentiable]
+pub fn layer_norm(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f32,
+) -> Result<Tensor> {
+    // Per row of n elements, with xh = (x - mu) r, r = 1 / sqrt(var + eps) and gh = g w:
+    //   dx = r (gh - mean(gh) - xh mean(gh xh))   (mu and var depend on every x of the row)
+    //   dw = sum over rows of g xh,   db = sum over rows of g
+    fn vjp(
+        g: &Tensor,
+        x: &Tensor,
+        normalized_shape: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        mean: &Tensor,
+        rstd: &Tensor,
+        needs: &NeedsGrad,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let rows = Rows::trailing(&x.dims(), normalized_shape.len());
+        let (mean, rstd) = (mean.values::<f32>()?, rstd.values::<f32>()?);
+        let n = rows.n;
+        let gx = if needs.input(0) {
+            let w = values_or(weight, n, 1.0)?;
+            Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
+                write_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
+                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                    let (mu, r) = (mean[k], rstd[k]);
+                    let (mut sum_gh, mut sum_ghxh) = (0.0f64, 0.0f64);
+                    for ((&gi, &xi), &wi) in gr.iter().zip(xr).zip(&w) {
+                        let gh = f64::from(gi * wi);
+                        sum_gh += gh;
+                        sum_ghxh += gh * f64::from((xi - mu) * r);
+                    }
+                    let (a, b) = ((sum_gh / n as f64) as f32, (sum_ghxh / n as f64) as f32);
+                    for (((o, &gi), &xi), &wi) in out.iter_mut().zip(gr).zip(xr).zip(&w) {
+                        *o = r * (gi * wi - a - (xi - mu) * r * b);
+                    }
+                })
+            })?)
+        } else {
+            None
+        };
+        let want_w = weight.is_some() && needs.input(1);
+        let want_b = bias.is_some() && needs.input(2);
+        if !want_w && !want_b {
+            return Ok((gx, None, None));
+        }
+        // [dw | db] summed over the rows
+        let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| -> Result<Vec<f64>> {
+            Ok(column_sums::<(Vec<f32>, Vec<f32>)>(
+                rows,
+                2 * n,
+                |k, (bg, bx), acc| {
+                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                    let (mu, r) = (mean[k], rstd[k]);
+                    let (dw, db) = acc.split_at_mut(n);
+                    for (j, (&gi, &xi)) in gr.iter().zip(xr).enumerate() {
+                        dw[j] += f64::from(gi * (xi - mu) * r);
+                        db[j] += f64::from(gi);
+                    }
+                },
+            ))
+        })?;
+        let (dw, db) = sums.split_at(n);
+        let rounded = |s: &[f64]| s.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+        let gw = match weight {
+            Some(w) if want_w => Some(w.f32_like(rounded(dw))?),
+            _ => None,
+        };
+        let gb = match bias {
+            Some(b) if want_b => Some(b.f32_like(rounded(db))?),
+            _ => None,
+        };
+        Ok((gx, gw, gb))
+    }
+    check(x, normalized_shape, weight, bias, eps)?;
+    let rows = Rows::trailing(&x.dims(), normalized_shape.len());
+    let n = rows.n;
+    // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row in f64
+    let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
+        Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
+            let r = row(&e, k, n, buf);
+            let mu = r.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+            let var = r.iter().map(|&v| (f64::from(v) - mu).powi(2)).sum::<f64>() / n as f64;
+            (mu as f32, (1.0 / (var + f64::from(eps)).sqrt()) as f32)
+        }))
+    })?;
+    let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
+    #[residual]
+    let mean = x.f32_with_layout(stats.iter().map(|s| s.0).collect(), stats_layout.clone())?;
+    #[residual]
+    let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
+    let w = values_or(weight, n, 1.0)?;
+    let b = values_or(bias, n, 0.0)?;
+    read_rows::<f32, _>(x, rows, |e| {
+        write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
+            let (mu, r) = stats[k];
+            let xr = row(&e, k, n, buf);
+            for (((o, &xi), &wi), &bi) in out.iter_mut().zip(xr).zip(&w).zip(&b) {
+                *o = (xi - mu) * r * wi + bi;
+            }
+        })
+    })
+}

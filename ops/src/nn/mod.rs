@@ -1,0 +1,21 @@
+//! The network ops a training loop needs beyond the tensor ops: `softmax` and `log_softmax`,
+//! `layer_norm` and its [`LayerNorm`] layer, the losses (`cross_entropy`, `nll_loss`,
+//! `mse_loss`) and `dropout`. Every op is written with `#[differentiable]` over the kernel
+//! layer; the row-wise ones share the row kernels of `row`.
+
+mod cross_entropy;
+mod dropout;
+mod float;
+mod layer;
+mod layer_norm;
+mod loss;
+mod row;
+mod softmax;
+mod target;
+
+pub use cross_entropy::{cross_entropy, CrossEntropyOptions};
+pub use dropout::dropout;
+pub use layer::LayerNorm;
+pub use layer_norm::layer_norm;
+pub use loss::{mse_loss, nll_loss};
+pub use softmax::{log_softmax, softmax};

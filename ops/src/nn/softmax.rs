@@ -1,0 +1,125 @@
+//! `softmax` and `log_softmax` along any top-level axis, numerically stable (each row's
+//! maximum is subtracted before exponentiating).
+//!
+//! Rows are read from any layout (an axis other than the last, a transposed or sliced input)
+//! and the result is compact row-major. The forward kernels take Float32 and Float64; only a
+//! Float32 result records a node.
+
+use autograd_core::{bail, differentiable, DType, Result, Tensor};
+
+use super::float::{log_sum_exp_shifted, row_max, Float};
+use super::row::{read_row_pair, read_rows, row, write_rows, Rows};
+
+/// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
+fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+    let m = row_max(x);
+    let mut sum = 0.0f64;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = (v - m).exp();
+        sum += (*o).into();
+    }
+    let inv = T::from_f64(1.0 / sum);
+    for o in out.iter_mut() {
+        *o = *o * inv;
+    }
+}
+
+/// `x - max - ln sum e^(x - max)` for every element of a row, written into `out`.
+fn log_softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+    let m = row_max(x);
+    let lse = T::from_f64(log_sum_exp_shifted(x, m));
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = (v - m) - lse;
+    }
+}
+
+/// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
+fn rows_of<T: Float>(x: &Tensor, rows: Rows, kernel: fn(&[T], &mut [T])) -> Result<Tensor> {
+    read_rows::<T, _>(x, rows, |e| {
+        write_rows::<T, Vec<T>>(x, rows, |k, buf, out| kernel(row(&e, k, rows.n, buf), out))
+    })
+}
+
+/// [`rows_of`] dispatched on `x`'s dtype (Float32 or Float64).
+fn float_rows(
+    op: &str,
+    x: &Tensor,
+    axis: usize,
+    f32_kernel: fn(&[f32], &mut [f32]),
+    f64_kernel: fn(&[f64], &mut [f64]),
+) -> Result<Tensor> {
+    let rows = Rows::along(op, &x.dims(), axis)?;
+    match x.dtype() {
+        DType::Float32 => rows_of(x, rows, f32_kernel),
+        DType::Float64 => rows_of(x, rows, f64_kernel),
+        other => bail!(Type, "{op} takes a Float32 or Float64 tensor, got {other}"),
+    }
+}
+
+/// `f(k, g_row, y_row, out_row)` for every row of the Float32 cotangent `g` and result `y`
+/// along `axis`: the shape of both VJPs.
+fn vjp_rows(
+    g: &Tensor,
+    y: &Tensor,
+    axis: usize,
+    f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
+) -> Result<Tensor> {
+    let rows = Rows::along("softmax", &y.dims(), axis)?;
+    read_row_pair::<f32, f32, _>(g, y, rows, |eg, ey| {
+        write_rows::<f32, (Vec<f32>, Vec<f32>)>(y, rows, |k, (bg, by), out| {
+            f(row(&eg, k, rows.n, bg), row(&ey, k, rows.n, by), out);
+        })
+    })
+}
+
+/// The softmax of `x` along the top-level `axis`: `e^x / sum e^x` over every row, computed as
+/// `e^(x - max)` so that large logits do not overflow. Float32 (differentiable) or Float64;
+/// an axis out of range is `Error::Value`, another dtype `Error::Type`.
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::softmax;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![1, 3]).unwrap();
+/// let y = softmax(&x, 1).unwrap().values::<f32>().unwrap();
+/// assert!((y[0] - 0.090_030_57).abs() < 1e-6 && (y[2] - 0.665_240_96).abs() < 1e-6);
+/// ```
+#[differentiable]
+pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    // y = e^x / s:  dy_i/dx_j = y_i ([i = j] - y_j), so dx_j = y_j (g_j - sum_i g_i y_i)
+    fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
+            let dot: f64 = g.iter().zip(y).map(|(&a, &b)| f64::from(a * b)).sum();
+            let dot = dot as f32;
+            for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
+                *o = yi * (gi - dot);
+            }
+        })?))
+    }
+    float_rows("softmax", x, axis, softmax_row, softmax_row)
+}
+
+/// The logarithm of the softmax of `x` along the top-level `axis`, as
+/// `x - max - ln sum e^(x - max)` (finite where `ln(softmax)` would underflow to -inf).
+/// Float32 (differentiable) or Float64; errors as [`softmax`].
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::log_softmax;
+/// let x = Tensor::from_vec(vec![0.0f32, 0.0], shape![2]).unwrap();
+/// let y = log_softmax(&x, 0).unwrap().values::<f32>().unwrap();
+/// assert!((y[0] + std::f32::consts::LN_2).abs() < 1e-6);
+/// ```
+#[differentiable]
+pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    // y = x - lse(x):  dy_i/dx_j = [i = j] - softmax_j = [i = j] - e^(y_j),
+    // so dx_j = g_j - e^(y_j) sum_i g_i
+    fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
+            let total = g.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
+            for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
+                *o = gi - yi.exp() * total;
+            }
+        })?))
+    }
+    float_rows("log_softmax", x, axis, log_softmax_row, log_softmax_row)
+}
