@@ -2,6 +2,12 @@
 //!
 //! The tensor ops (elementwise, reductions, views, linear algebra) live in
 //! [`autograd_core::ops`], beside `Tensor`, so that operators and method forms can use them;
-//! this crate re-exports them and will hold the network ops and optimizers.
+//! this crate re-exports them and holds the network ops, layers, initialisation and optimizers.
 
 pub use autograd_core::ops::*;
+
+pub mod init;
+pub mod layers;
+pub mod optim;
+pub use layers::{Embedding, Linear};
+pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
