@@ -635,3 +635,85 @@ fn linear_regression_trained_by_adamw_reaches_a_small_loss() {
     );
     assert!(last < 1e-4, "AdamW loss {first} -> {last}");
 }
+
+// ---- PyTorch's own values --------------------------------------------------------------
+
+/// What PyTorch 2.15 (CPU, float32) gives for the same parameters, gradients and settings
+/// (`torch.optim.AdamW`, `torch.optim.SGD(nesterov=True)`, `clip_grad_norm_`), printed once
+/// from a short script and kept here.
+#[test]
+fn steps_match_values_pytorch_printed() {
+    let p0 = [0.5f32, -1.0, 2.0, 0.0];
+    let grads = [
+        [0.1f32, -0.2, 0.3, 0.0],
+        [1.0, 0.5, -2.0, 0.25],
+        [-0.3, 0.7, 0.01, -1.5],
+    ];
+    let p = t(&p0, &[4]);
+    let config = AdamWConfig {
+        lr: 0.01,
+        betas: (0.9, 0.99),
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+    let mut opt = AdamW::new(vec![p.clone()], config).unwrap();
+    let torch = [
+        [0.489_500_016, -0.989_000_022, 1.988_000_035, 0.0],
+        [
+            0.480_957_478,
+            -0.992_425_978,
+            1.992_364_049,
+            -0.007_424_597_2,
+        ],
+        [
+            0.476_328_045,
+            -0.998_562_813,
+            1.995_261_312,
+            -0.002_084_508_5,
+        ],
+    ];
+    for (g, want) in grads.iter().zip(&torch) {
+        opt.step_with(&[Some(t(g, &[4]))]).unwrap();
+        close(&vals(&p), want, 1e-6);
+    }
+    let q = t(&p0, &[4]);
+    let config = SgdConfig {
+        lr: 0.05,
+        momentum: 0.8,
+        dampening: 0.0,
+        weight_decay: 0.02,
+        nesterov: true,
+    };
+    let mut opt = Sgd::new(vec![q.clone()], config).unwrap();
+    for g in &grads {
+        opt.step_with(&[Some(t(g, &[4]))]).unwrap();
+    }
+    close(
+        &vals(&q),
+        &[0.386_855_930, -1.087_306_857, 2.184_267_759, 0.104_540_512],
+        1e-6,
+    );
+    let (a, b) = (t(&[0.0, 0.0], &[2]), t(&[0.0], &[1]));
+    a.set_grad(Some(t(&[3.0, 4.0], &[2]))).unwrap();
+    b.set_grad(Some(t(&[12.0], &[1]))).unwrap();
+    assert_eq!(clip_grad_norm(&[a.clone(), b.clone()], 6.5).unwrap(), 13.0);
+    close(
+        &grad_vals(&a).unwrap(),
+        &[1.499_999_881, 1.999_999_881],
+        1e-7,
+    );
+    close(&grad_vals(&b).unwrap(), &[5.999_999_523], 1e-7);
+}
+
+#[test]
+fn a_gradient_sharing_the_parameters_storage_is_read_before_the_write() {
+    // grad = the parameter itself: p -= 0.5 p
+    let p = t(&[2.0, -4.0], &[2]);
+    let config = SgdConfig {
+        lr: 0.5,
+        ..SgdConfig::default()
+    };
+    let mut opt = Sgd::new(vec![p.clone()], config).unwrap();
+    opt.step_with(&[Some(p.clone())]).unwrap();
+    assert_eq!(vals(&p), [1.0, -2.0]);
+}
