@@ -41,7 +41,8 @@ pub trait Optimizer {
     /// `autograd_core::grad` returns for the parameters): `None` leaves that parameter (and
     /// its state) untouched, as PyTorch skips a parameter without a gradient. A wrong count
     /// or shape is `Error::Value`, a gradient that is not Float32 `Error::Type`; on such an
-    /// error no parameter and no state changes.
+    /// error no parameter and no state changes. (A failure while writing, which these checks
+    /// rule out for CPU storage, leaves the parameters before it stepped.)
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()>;
 
     /// One update from the parameters' `.grad`, as [`Optimizer::step_with`].

@@ -47,14 +47,12 @@ impl<'a, const K: usize> Slots<'a, K> {
             rayon::join(|| a.run(f), || b.run(f));
             return;
         }
-        let Slots {
-            param,
-            grad,
-            mut state,
-        } = self;
+        // Every slice cut to `n`, so the index checks below fold away.
+        let Slots { param, grad, state } = self;
         let grad = &grad[..n];
-        for (i, (p, &g)) in param.iter_mut().zip(grad).enumerate() {
-            f(p, g, state.each_mut().map(|s| &mut s[i]));
+        let mut state = state.map(|s| &mut s[..n]);
+        for i in 0..n {
+            f(&mut param[i], grad[i], state.each_mut().map(|s| &mut s[i]));
         }
     }
 }
