@@ -163,3 +163,16 @@ impl Optimizer for AdamW {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::lerp;
+
+    #[test]
+    fn lerp_is_exact_at_both_ends() {
+        assert_eq!(lerp(0.3, 7.1, 0.0), 0.3);
+        assert_eq!(lerp(0.3, 7.1, 1.0), 7.1);
+        assert_eq!(lerp(2.0, 4.0, 0.25), 2.5);
+        assert_eq!(lerp(2.0, 4.0, 0.75), 3.5);
+    }
+}

@@ -139,3 +139,36 @@ where
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    /// Splitting at any point and running both halves is the same as one loop.
+    #[test]
+    fn halves_cover_every_element_once() {
+        for mid in [0, 1, 5, 9] {
+            let (mut p, g) = (
+                vec![1.0f32; 9],
+                (0..9).map(|i| i as f32).collect::<Vec<_>>(),
+            );
+            let (mut s0, mut s1) = (vec![0.0f32; 9], vec![0.0f32; 9]);
+            let slots = Slots {
+                param: &mut p,
+                grad: &g,
+                state: [&mut s0[..], &mut s1[..]],
+            };
+            let f = |p: &mut f32, g: f32, [a, b]: [&mut f32; 2]| {
+                *p += g;
+                *a += 1.0;
+                *b = g * 2.0;
+            };
+            let (x, y) = slots.split_at(mid);
+            x.run(&f);
+            y.run(&f);
+            assert_eq!(p, (0..9).map(|i| 1.0 + i as f32).collect::<Vec<_>>());
+            assert_eq!(s0, [1.0; 9]);
+            assert_eq!(s1, (0..9).map(|i| 2.0 * i as f32).collect::<Vec<_>>());
+        }
+    }
+}
