@@ -11,3 +11,8 @@ pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
 };
+pub mod init;
+pub mod layers;
+pub mod optim;
+pub use layers::{Embedding, Linear};
+pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};

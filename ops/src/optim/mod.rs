@@ -1,0 +1,72 @@
+//! Optimizers that update parameters in place: [`Sgd`] and [`AdamW`] behind one small
+//! [`Optimizer`] trait, and clipping by global norm.
+//!
+//! A step writes each parameter's storage through one exclusive typed access with graph
+//! construction disabled, so it bumps the parameter's version once: a graph built before the
+//! step is refused by a later traversal (`Error::Runtime`, "in-place modification"), as the
+//! spec's scenario "complete a traversal before mutating parameters" orders. A step validates
+//! every gradient before it changes anything.
+//!
+//! ```
+//! use autograd_core::{ops::{mean, mul}, shape, Rng, Tensor};
+//! use autograd_ops::{Linear, Optimizer, Sgd, SgdConfig};
+//! let layer = Linear::new(2, 1, true, &mut Rng::new(0)).unwrap();
+//! let mut opt = Sgd::new(layer.parameters(), SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
+//! let x = Tensor::from_vec(vec![1.0f32, 2.0], shape![1, 2]).unwrap();
+//! let y = layer.forward(&x).unwrap();
+//! mean(&mul(&y, &y).unwrap()).unwrap().backward().unwrap();
+//! opt.step().unwrap();
+//! opt.zero_grad().unwrap();
+//! assert!(layer.weight().grad().unwrap().is_none());
+//! ```
+
+mod adamw;
+mod clip;
+mod parameter;
+mod sgd;
+mod update;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use clip::{clip_grad_norm, clip_grad_norm_of};
+pub use sgd::{Sgd, SgdConfig};
+
+use autograd_core::{Result, Tensor};
+
+/// What a training loop asks of an optimizer.
+pub trait Optimizer {
+    /// The parameters it updates, in the order [`Optimizer::step_with`] takes gradients.
+    fn params(&self) -> &[Tensor];
+
+    /// One update from `grads`, one entry per parameter in order (what the functional
+    /// `autograd_core::grad` returns for the parameters): `None` leaves that parameter (and
+    /// its state) untouched, as PyTorch skips a parameter without a gradient. A wrong count
+    /// or shape is `Error::Value`, a gradient that is not Float32 `Error::Type`; on such an
+    /// error no parameter and no state changes. (A failure while writing, which these checks
+    /// rule out for CPU storage, leaves the parameters before it stepped.)
+    fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()>;
+
+    /// One update from the parameters' `.grad`, as [`Optimizer::step_with`].
+    fn step(&mut self) -> Result<()> {
+        let grads = self
+            .params()
+            .iter()
+            .map(Tensor::grad)
+            .collect::<Result<Vec<_>>>()?;
+        self.step_with(&grads)
+    }
+
+    /// Clears every parameter's `.grad` (sets it to `None`, PyTorch's default).
+    fn zero_grad(&self) -> Result<()> {
+        for p in self.params() {
+            p.set_grad(None)?;
+        }
+        Ok(())
+    }
+
+    /// The learning rate.
+    fn lr(&self) -> f32;
+
+    /// Sets the learning rate for later steps (a schedule); a negative or non-finite rate is
+    /// `Error::Value`.
+    fn set_lr(&mut self, lr: f32) -> Result<()>;
+}

@@ -1,0 +1,79 @@
+//! The checks every optimizer makes: parameters it can update in place, gradients that fit
+//! them, hyperparameters in range.
+
+use autograd_core::{ensure, DType, Result, Tensor};
+
+/// Each parameter must be a Float32 leaf of one subtensor whose layout gives every element
+/// its own storage slot, and appear once.
+pub(crate) fn check_parameters(params: &[Tensor]) -> Result<()> {
+    for (i, p) in params.iter().enumerate() {
+        ensure!(
+            p.dtype() == &DType::Float32,
+            Type,
+            "parameter {i} must be Float32 to be optimized, got {}",
+            p.dtype()
+        );
+        if let Some(node) = p.autograd_ctx() {
+            autograd_core::bail!(
+                Value,
+                "parameter {i} is not a leaf (it is the result of {}); optimize the leaves it is computed from",
+                node.name()
+            );
+        }
+        ensure!(
+            p.subtensor_count() == 1,
+            NotImplemented,
+            "parameter {i} (shape {}) has {} subtensors; an optimizer updates one-subtensor tensors",
+            p.shape(),
+            p.subtensor_count()
+        );
+        ensure!(
+            p.layout().is_injective(),
+            Value,
+            "parameter {i} has layout {}, which maps several coordinates to one storage slot, so an in-place update is ambiguous",
+            p.layout()
+        );
+        if let Some(j) = params[..i].iter().position(|q| q.same_tensor(p)) {
+            autograd_core::bail!(Value, "parameter {i} is the same tensor as parameter {j}");
+        }
+    }
+    Ok(())
+}
+
+/// One gradient per parameter, each absent or a Float32 tensor of its parameter's shape.
+pub(crate) fn check_gradients(params: &[Tensor], grads: &[Option<Tensor>]) -> Result<()> {
+    ensure!(
+        grads.len() == params.len(),
+        Value,
+        "a step takes one gradient (or None) per parameter: got {} for {} parameters",
+        grads.len(),
+        params.len()
+    );
+    for (i, (p, g)) in params.iter().zip(grads).enumerate() {
+        let Some(g) = g else { continue };
+        ensure!(
+            g.dtype() == &DType::Float32,
+            Type,
+            "the gradient of parameter {i} must be Float32, got {}",
+            g.dtype()
+        );
+        ensure!(
+            g.shape() == p.shape(),
+            Value,
+            "the gradient of parameter {i} has shape {} but the parameter has shape {}",
+            g.shape(),
+            p.shape()
+        );
+    }
+    Ok(())
+}
+
+/// A hyperparameter that must be finite and at least 0.
+pub(crate) fn check_non_negative(name: &str, value: f32) -> Result<()> {
+    ensure!(
+        value.is_finite() && value >= 0.0,
+        Value,
+        "invalid {name} {value}: it must be finite and >= 0"
+    );
+    Ok(())
+}

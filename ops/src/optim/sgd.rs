@@ -1,0 +1,192 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov momentum and L2 weight
+//! decay: PyTorch's `torch.optim.SGD`.
+
+use autograd_core::{ensure, Result, Tensor};
+
+use super::parameter::{check_gradients, check_non_negative, check_parameters};
+use super::update::update;
+use super::Optimizer;
+
+/// The hyperparameters of [`Sgd`]; `Default` is PyTorch's (lr 1e-3, everything else off).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SgdConfig {
+    /// The learning rate.
+    pub lr: f32,
+    /// The momentum factor (0: plain SGD).
+    pub momentum: f32,
+    /// The dampening of momentum (the gradient enters the buffer times `1 - dampening`).
+    pub dampening: f32,
+    /// The L2 penalty added to the gradient: `g + weight_decay * p`.
+    pub weight_decay: f32,
+    /// Nesterov momentum (needs `momentum > 0` and `dampening == 0`).
+    pub nesterov: bool,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        SgdConfig {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+}
+
+/// SGD as PyTorch computes it, for each parameter `p` with gradient `g`:
+///
+/// ```text
+/// d = g + weight_decay * p
+/// if momentum != 0:
+///     buf = d                                          on the parameter's first step
+///     buf = momentum * buf + (1 - dampening) * d       afterwards
+///     d = d + momentum * buf   if nesterov   else   buf
+/// p = p - lr * d
+/// ```
+#[derive(Debug)]
+pub struct Sgd {
+    params: Vec<Tensor>,
+    config: SgdConfig,
+    /// The momentum buffer of each parameter (logical order), from its first step.
+    momentum: Vec<Option<Vec<f32>>>,
+    scratch: Vec<f32>,
+}
+
+impl Sgd {
+    /// An optimizer of `params` (Float32 leaves of one subtensor with injective layouts, each
+    /// once). Invalid hyperparameters are `Error::Value`, as PyTorch's `ValueError`.
+    pub fn new(params: Vec<Tensor>, config: SgdConfig) -> Result<Sgd> {
+        check_parameters(&params)?;
+        check_non_negative("learning rate", config.lr)?;
+        check_non_negative("momentum", config.momentum)?;
+        check_non_negative("weight_decay", config.weight_decay)?;
+        ensure!(
+            config.dampening.is_finite(),
+            Value,
+            "invalid dampening {}: it must be finite",
+            config.dampening
+        );
+        ensure!(
+            !config.nesterov || (config.momentum > 0.0 && config.dampening == 0.0),
+            Value,
+            "Nesterov momentum requires a momentum > 0 and zero dampening, got momentum {} and dampening {}",
+            config.momentum,
+            config.dampening
+        );
+        let momentum = vec![None; params.len()];
+        Ok(Sgd {
+            params,
+            config,
+            momentum,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The hyperparameters.
+    pub fn config(&self) -> &SgdConfig {
+        &self.config
+    }
+
+    /// The momentum buffer of parameter `i` in logical order, once it has taken a step with
+    /// momentum.
+    pub fn momentum_buffer(&self, i: usize) -> Option<&[f32]> {
+        self.momentum.get(i)?.as_deref()
+    }
+}
+
+impl Optimizer for Sgd {
+    fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+
+    fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
+        check_gradients(&self.params, grads)?;
+        let c = self.config;
+        let decay = c.weight_decay != 0.0;
+        for ((p, g), buf) in self.params.iter().zip(grads).zip(&mut self.momentum) {
+            let Some(g) = g else { continue };
+            if c.momentum == 0.0 {
+                if decay {
+                    plain::<true>(p, g, &mut self.scratch, &c)?;
+                } else {
+                    plain::<false>(p, g, &mut self.scratch, &c)?;
+                }
+                continue;
+            }
+            let first = buf.is_none();
+            let b = buf.get_or_insert_with(|| vec![0.0; p.size()]);
+            let run = match (first, c.nesterov, decay) {
+                (false, false, false) => with_momentum::<false, false, false>,
+                (false, false, true) => with_momentum::<false, false, true>,
+                (false, true, false) => with_momentum::<false, true, false>,
+                (false, true, true) => with_momentum::<false, true, true>,
+                (true, false, false) => with_momentum::<true, false, false>,
+                (true, false, true) => with_momentum::<true, false, true>,
+                (true, true, false) => with_momentum::<true, true, false>,
+                (true, true, true) => with_momentum::<true, true, true>,
+            };
+            let stepped = run(p, g, &mut self.scratch, b, &c);
+            if stepped.is_err() && first {
+                *buf = None;
+            }
+            stepped?;
+        }
+        Ok(())
+    }
+
+    fn lr(&self) -> f32 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) -> Result<()> {
+        check_non_negative("learning rate", lr)?;
+        self.config.lr = lr;
+        Ok(())
+    }
+}
+
+// The settings that branch are compile-time parameters, so each loop is straight-line code
+// the compiler vectorizes (a run-time test inside the closure kept it scalar, 7x slower).
+
+/// `d = g (+ wd p)`: PyTorch skips the decay term when `weight_decay` is 0 (so an infinite
+/// parameter does not turn into NaN).
+#[inline]
+fn decayed<const DECAY: bool>(p: f32, g: f32, wd: f32) -> f32 {
+    if DECAY {
+        g + wd * p
+    } else {
+        g
+    }
+}
+
+/// `p -= lr d` without momentum.
+fn plain<const DECAY: bool>(
+    p: &Tensor,
+    g: &Tensor,
+    scratch: &mut Vec<f32>,
+    c: &SgdConfig,
+) -> Result<()> {
+    let (lr, wd) = (c.lr, c.weight_decay);
+    update(p, g, scratch, [], |p, g, []| {
+        *p += -lr * decayed::<DECAY>(*p, g, wd);
+    })
+}
+
+/// `buf = d` on the first step, else `momentum buf + (1 - dampening) d`; then
+/// `p -= lr (d + momentum buf)` with Nesterov, else `p -= lr buf`.
+fn with_momentum<const FIRST: bool, const NESTEROV: bool, const DECAY: bool>(
+    p: &Tensor,
+    g: &Tensor,
+    scratch: &mut Vec<f32>,
+    buf: &mut [f32],
+    c: &SgdConfig,
+) -> Result<()> {
+    let (lr, wd, mu, keep) = (c.lr, c.weight_decay, c.momentum, 1.0 - c.dampening);
+    update(p, g, scratch, [buf], |p, g, [b]| {
+        let d = decayed::<DECAY>(*p, g, wd);
+        *b = if FIRST { d } else { mu * *b + keep * d };
+        let d = if NESTEROV { d + mu * *b } else { *b };
+        *p += -lr * d;
+    })
+}

@@ -1,0 +1,174 @@
+//! The in-place update kernel the optimizers share. A parameter's elements are updated through
+//! one exclusive typed access to its storage (one version bump), walked in logical order
+//! beside its gradient's and the optimizer's per-element state, and split across threads
+//! above a size.
+
+use autograd_core::{bail, kernel, no_grad, Result, Tensor};
+
+/// Matching stretches of a parameter, its gradient and `K` state buffers, in logical order.
+struct Slots<'a, const K: usize> {
+    param: &'a mut [f32],
+    grad: &'a [f32],
+    state: [&'a mut [f32]; K],
+}
+
+impl<'a, const K: usize> Slots<'a, K> {
+    fn split_at(self, mid: usize) -> (Slots<'a, K>, Slots<'a, K>) {
+        let (p0, p1) = self.param.split_at_mut(mid);
+        let (g0, g1) = self.grad.split_at(mid);
+        let mut s0: [&'a mut [f32]; K] = std::array::from_fn(|_| <&mut [f32]>::default());
+        let mut s1: [&'a mut [f32]; K] = std::array::from_fn(|_| <&mut [f32]>::default());
+        for (k, s) in self.state.into_iter().enumerate() {
+            (s0[k], s1[k]) = s.split_at_mut(mid);
+        }
+        (
+            Slots {
+                param: p0,
+                grad: g0,
+                state: s0,
+            },
+            Slots {
+                param: p1,
+                grad: g1,
+                state: s1,
+            },
+        )
+    }
+
+    /// `f(param, grad, state)` for every element: halves on two threads while the work is
+    /// large (depth log2 of the size over the threshold), else one plain loop.
+    fn run<F>(self, f: &F)
+    where
+        F: Fn(&mut f32, f32, [&mut f32; K]) + Sync,
+    {
+        let n = self.param.len();
+        if n >= 2 * kernel::PARALLEL_THRESHOLD && kernel::threads() > 1 {
+            let (a, b) = self.split_at(n / 2);
+            rayon::join(|| a.run(f), || b.run(f));
+            return;
+        }
+        // Every slice cut to `n`, so the index checks below fold away.
+        let Slots { param, grad, state } = self;
+        let grad = &grad[..n];
+        let mut state = state.map(|s| &mut s[..n]);
+        for i in 0..n {
+            f(&mut param[i], grad[i], state.each_mut().map(|s| &mut s[i]));
+        }
+    }
+}
+
+/// Updates `param` in place: `f(element, gradient element, state elements)` for every element
+/// in logical order, where `state` holds `K` buffers of the parameter's size in logical order.
+/// `grad` (already checked: Float32, the parameter's shape) is first copied into `scratch`, so
+/// no lock on it is held while the parameter's storage is locked for writing (they may share a
+/// carrier). Runs with graph construction disabled; bumps the parameter's version once.
+pub(crate) fn update<const K: usize, F>(
+    param: &Tensor,
+    grad: &Tensor,
+    scratch: &mut Vec<f32>,
+    state: [&mut [f32]; K],
+    f: F,
+) -> Result<()>
+where
+    F: Fn(&mut f32, f32, [&mut f32; K]) + Sync,
+{
+    let _no_grad = no_grad();
+    let n = param.size();
+    debug_assert!(state.iter().all(|s| s.len() == n));
+    scratch.clear();
+    kernel::read::<f32, _>(grad, |e| {
+        if let Some(s) = e.as_slice() {
+            scratch.extend_from_slice(s);
+        } else {
+            scratch.resize(n, 0.0);
+            e.copy_range(0, scratch);
+        }
+    })?;
+    let grad: &[f32] = scratch;
+    let (layout, off) = (param.layout(), param.offset());
+    let Some(cpu) = param.carrier()?.as_cpu() else {
+        // Another carrier class: compute in logical order, then one public copy (one bump).
+        let mut values = param.values::<f32>()?;
+        Slots {
+            param: &mut values,
+            grad,
+            state,
+        }
+        .run(&f);
+        return param.copy_from(&Tensor::from_vec(values, param.shape().clone())?);
+    };
+    cpu.with_slice_mut::<f32, _>(|data| {
+        if n == 0 {
+            return Ok(());
+        }
+        let Some(storage) = off
+            .checked_add(layout.cosize())
+            .and_then(|end| data.get_mut(off..end))
+        else {
+            bail!(
+                Runtime,
+                "parameter layout {layout} at offset {off} does not fit its carrier of {} elements",
+                data.len()
+            );
+        };
+        if layout.is_row_major_contiguous() {
+            // storage order is logical order: update the slice itself
+            Slots {
+                param: &mut storage[..n],
+                grad,
+                state,
+            }
+            .run(&f);
+        } else {
+            // a strided parameter: gather in logical order, update, scatter back
+            let mut values = Vec::with_capacity(n);
+            layout.for_each_offset(|o| values.push(storage[o]));
+            Slots {
+                param: &mut values,
+                grad,
+                state,
+            }
+            .run(&f);
+            let mut it = values.into_iter();
+            layout.for_each_offset(|o| {
+                if let Some(v) = it.next() {
+                    storage[o] = v;
+                }
+            });
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    /// Splitting at any point and running both halves is the same as one loop.
+    #[test]
+    fn halves_cover_every_element_once() {
+        for mid in [0, 1, 5, 9] {
+            let (mut p, g) = (
+                vec![1.0f32; 9],
+                (0..9).map(|i| i as f32).collect::<Vec<_>>(),
+            );
+            let (mut s0, mut s1) = (vec![0.0f32; 9], vec![0.0f32; 9]);
+            let slots = Slots {
+                param: &mut p,
+                grad: &g,
+                state: [&mut s0[..], &mut s1[..]],
+            };
+            let f = |p: &mut f32, g: f32, [a, b]: [&mut f32; 2]| {
+                *p += g;
+                *a += 1.0;
+                *b = g * 2.0;
+            };
+            let (x, y) = slots.split_at(mid);
+            x.run(&f);
+            y.run(&f);
+            assert_eq!(p, (0..9).map(|i| 1.0 + i as f32).collect::<Vec<_>>());
+            assert_eq!(s0, [1.0; 9]);
+            assert_eq!(s1, (0..9).map(|i| 2.0 * i as f32).collect::<Vec<_>>());
+        }
+    }
+}
