@@ -5,3 +5,6 @@
 //! this crate re-exports them and will hold the network ops and optimizers.
 
 pub use autograd_core::ops::*;
+
+mod attention;
+pub use attention::{causal_attention, flash_causal_attention};
