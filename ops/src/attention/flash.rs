@@ -8,8 +8,8 @@ use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
-    compact, for_each_head, pack_rows, pack_transposed, tensor, zeroed, Head, HeadGrads, Scratch,
-    Want,
+    for_each_head, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads, Input,
+    Scratch, Want,
 };
 use super::isa::dispatch;
 use super::tile::{self, Coef, Madd, BLOCK};
@@ -71,34 +71,28 @@ pub fn flash_causal_attention(
 
 /// The context and the per-row logsumexp of every head.
 fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tensor)> {
-    let (qv, kv, vv) = (compact(q)?, compact(k)?, compact(v)?);
-    let n = g.head_len();
-    let mut o = vec![0.0f32; g.heads() * n];
-    let mut lse = vec![0.0f32; g.heads() * g.t];
-    if !g.is_empty() {
+    let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
+    results2(q.tensor(), &g.context_dims(), &g.row_dims(), |o, lse| {
+        if g.is_empty() {
+            return Ok(());
+        }
         let items: Vec<_> = o
-            .chunks_mut(n)
+            .chunks_mut(g.head_len())
             .zip(lse.chunks_mut(g.t))
             .enumerate()
             .collect();
         for_each_head(g, items, |(b, (o, lse)), s| {
-            let at = b * n..(b + 1) * n;
-            let head = Head {
-                q: &qv[at.clone()],
-                k: &kv[at.clone()],
-                v: &vv[at],
-            };
-            forward_head(g, head, o, lse, s);
-        });
-    }
-    Ok((
-        tensor(q, o, &g.context_dims())?,
-        tensor(q, lse, &g.row_dims())?,
-    ))
+            pack_rows(&mut s.q, &q, b, g, g.scale)?;
+            pack_transposed(&mut s.kt, &mut s.tmp, &k, b, g)?;
+            pack_rows(&mut s.v, &v, b, g, 1.0)?;
+            forward_head(g, o, lse, s);
+            Ok(())
+        })
+    })
 }
 
 /// The wanted gradients of q, k and v from the saved context and logsumexp and the cotangent
-/// `[output, lse, g]`.
+/// `g`.
 fn backward(
     [q, k, v]: [&Tensor; 3],
     [output, lse, go]: [&Tensor; 3],
@@ -109,12 +103,13 @@ fn backward(
         return Ok((None, None, None));
     }
     let g = Dims::of("flash_causal_attention", q, k, v, scale)?;
-    let (qv, kv, vv) = (compact(q)?, compact(k)?, compact(v)?);
-    let (ov, lv, gv) = (compact(output)?, compact(lse)?, compact(go)?);
-    let n = g.head_len();
-    let total = g.heads() * n;
-    let (mut dq, mut dk, mut dv) = (vec![0.0f32; total], vec![0.0; total], vec![0.0; total]);
-    if !g.is_empty() {
+    let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
+    let (o, lse, go) = (Input::new(output)?, Input::new(lse)?, Input::new(go)?);
+    let (dq, dk, dv) = results3(q.tensor(), &g.context_dims(), |dq, dk, dv| {
+        if g.is_empty() {
+            return Ok(());
+        }
+        let n = g.head_len();
         let items: Vec<_> = dq
             .chunks_mut(n)
             .zip(dk.chunks_mut(n))
@@ -122,45 +117,35 @@ fn backward(
             .enumerate()
             .collect();
         for_each_head(&g, items, |(b, ((dq, dk), dv)), s| {
-            let at = b * n..(b + 1) * n;
-            let head = Head {
-                q: &qv[at.clone()],
-                k: &kv[at.clone()],
-                v: &vv[at.clone()],
-            };
-            let saved = Saved {
-                o: &ov[at.clone()],
-                lse: &lv[b * g.t..(b + 1) * g.t],
-                go: &gv[at],
-            };
-            let grads = HeadGrads { dq, dk, dv, want };
-            backward_head(&g, head, saved, grads, s);
-        });
-    }
-    let dims = g.context_dims();
-    let out = |wanted: bool, values: Vec<f32>| wanted.then(|| tensor(q, values, &dims)).transpose();
-    Ok((out(want.q, dq)?, out(want.k, dk)?, out(want.v, dv)?))
+            pack_rows(&mut s.q, &q, b, &g, g.scale)?;
+            pack_transposed(&mut s.kt, &mut s.tmp, &k, b, &g)?;
+            pack_rows(&mut s.k, &k, b, &g, 1.0)?;
+            pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
+            pack_rows(&mut s.go, &go, b, &g, 1.0)?;
+            // the context rows, for delta = rowsum(dO ∘ O)
+            pack_rows(&mut s.acc_v, &o, b, &g, 1.0)?;
+            zeroed(&mut s.lse, g.padded());
+            lse.copy_out(b * g.t, &mut s.lse[..g.t])?;
+            backward_head(&g, HeadGrads { dq, dk, dv, want }, s);
+            Ok(())
+        })
+    })?;
+    Ok((
+        want.q.then_some(dq),
+        want.k.then_some(dk),
+        want.v.then_some(dv),
+    ))
 }
 
-/// One head's context, logsumexp and cotangent (`T x D`, `T`, `T x D`).
-#[derive(Debug, Clone, Copy)]
-struct Saved<'a> {
-    o: &'a [f32],
-    lse: &'a [f32],
-    go: &'a [f32],
-}
+dispatch!(fn forward_head(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
+dispatch!(fn backward_head(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
 
-dispatch!(fn forward_head(g: &Dims, h: Head<'_>, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
-dispatch!(fn backward_head(g: &Dims, h: Head<'_>, saved: Saved<'_>, grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
-
-/// One head forward: for each query block, the key blocks up to the diagonal with a running
-/// row maximum `m` and normaliser `l` (the online softmax), then `O = acc / l`, `lse = m + ln l`.
+/// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, the key blocks up
+/// to the diagonal with a running row maximum `m` and normaliser `l` (the online softmax), then
+/// `O = acc / l`, `lse = m + ln l`.
 #[inline(always)]
-fn forward_kernel<M: Madd>(g: &Dims, h: Head<'_>, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) {
+fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    pack_rows(&mut s.q, h.q, g, g.scale);
-    pack_transposed(&mut s.kt, h.k, g);
-    pack_rows(&mut s.v, h.v, g, 1.0);
     zeroed(&mut s.acc_q, BLOCK * d);
     let (mut m, mut l) = ([0.0f32; BLOCK], [0.0f32; BLOCK]);
     for i in 0..g.blocks() {
@@ -206,29 +191,18 @@ fn forward_kernel<M: Madd>(g: &Dims, h: Head<'_>, o: &mut [f32], lse: &mut [f32]
     }
 }
 
-/// One head backward: for each key block `j` and each query block `i >= j`, the probability
-/// tile `exp(S - lse)` again, then its contributions to dv, dk and dq. Padding rows have a zero
-/// cotangent and delta, so they add nothing.
+/// One head backward (q scaled, k, kᵀ, vᵀ, the cotangent, the context (in `acc_v`) and the
+/// logsumexp packed in `s`): for each key block `j` and each query block `i >= j`, the
+/// probability tile `exp(S - lse)` again, then its contributions to dv, dk and dq. Padding rows
+/// have a zero cotangent and delta, so they add nothing.
 #[inline(always)]
-fn backward_kernel<M: Madd>(
-    g: &Dims,
-    h: Head<'_>,
-    saved: Saved<'_>,
-    grads: HeadGrads<'_>,
-    s: &mut Scratch,
-) {
+fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
     let (t, d, tp, nb) = (g.t, g.d, g.padded(), g.blocks());
     let want = grads.want;
-    pack_rows(&mut s.q, h.q, g, g.scale);
-    pack_transposed(&mut s.kt, h.k, g);
-    pack_rows(&mut s.k, h.k, g, 1.0);
-    pack_transposed(&mut s.vt, h.v, g);
-    pack_rows(&mut s.go, saved.go, g, 1.0);
-    zeroed(&mut s.lse, tp);
-    s.lse[..t].copy_from_slice(saved.lse);
     zeroed(&mut s.delta, tp);
     for (r, dl) in s.delta[..t].iter_mut().enumerate() {
-        *dl = tile::dot::<M>(&saved.go[r * d..(r + 1) * d], &saved.o[r * d..(r + 1) * d]);
+        let at = r * d..(r + 1) * d;
+        *dl = tile::dot::<M>(&s.go[at.clone()], &s.acc_v[at]);
     }
     zeroed(&mut s.acc_q, tp * d);
     zeroed(&mut s.acc_k, tp * d);

@@ -1,21 +1,14 @@
-//! One head at a time: the inputs read once as compact values, per-head buffers padded to whole
-//! blocks (reused across the heads a thread handles), and the split of heads across threads.
+//! One head at a time: inputs read head by head into per-head buffers padded to whole blocks
+//! (reused across the heads a thread handles), results in pooled storage, and the split of heads
+//! across threads.
 
 use std::sync::Arc;
 
-use autograd_core::{kernel, Layout, Result, Tensor};
+use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
 use rayon::prelude::*;
 
 use super::geometry::Dims;
 use super::tile::BLOCK;
-
-/// One head's `T x D` slices of q, k and v (row-major).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Head<'a> {
-    pub q: &'a [f32],
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-}
 
 /// The gradients of one head's q, k and v (`T x D` each, row-major), and which are wanted.
 #[derive(Debug)]
@@ -60,6 +53,8 @@ pub(super) struct Scratch {
     /// `BLOCK x T_p` rows of probabilities and of their cotangents (materialised form).
     pub panel: Vec<f32>,
     pub dpanel: Vec<f32>,
+    /// One head of an input on its way to a transposed buffer.
+    pub tmp: Vec<f32>,
     /// `BLOCK x BLOCK` tiles.
     pub s: Box<[f32; BLOCK * BLOCK]>,
     pub ds: Box<[f32; BLOCK * BLOCK]>,
@@ -81,30 +76,105 @@ impl Default for Scratch {
             delta: Vec::new(),
             panel: Vec::new(),
             dpanel: Vec::new(),
+            tmp: Vec::new(),
             s: Box::new([0.0; BLOCK * BLOCK]),
             ds: Box::new([0.0; BLOCK * BLOCK]),
         }
     }
 }
 
-/// `dst` (`T_p x D`) = `factor · src` (`T x D`) with zero padding rows.
-pub(super) fn pack_rows(dst: &mut Vec<f32>, src: &[f32], g: &Dims, factor: f32) {
-    let n = g.padded() * g.d;
-    dst.clear();
-    dst.extend(src.iter().map(|&x| factor * x));
-    dst.resize(n, 0.0);
+/// An input of the attention kernels, read one head at a time: a CPU tensor is read in place
+/// under a short read lock per access (never two locks at once, so q, k and v may share
+/// storage), any other carrier through one compact copy made up front.
+#[derive(Debug)]
+pub(super) struct Input<'a> {
+    tensor: &'a Tensor,
+    copy: Option<Vec<f32>>,
 }
 
-/// `dst` (`D x T_p`) = `srcᵀ` (`src` is `T x D`) with zero padding columns.
-pub(super) fn pack_transposed(dst: &mut Vec<f32>, src: &[f32], g: &Dims) {
-    let (tp, d) = (g.padded(), g.d);
-    dst.clear();
-    dst.resize(d * tp, 0.0);
-    for (r, row) in src.chunks_exact(d).enumerate() {
+impl<'a> Input<'a> {
+    pub fn new(tensor: &'a Tensor) -> Result<Input<'a>> {
+        let in_place =
+            tensor.subtensor_count() == 1 && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
+        let copy = if in_place {
+            None
+        } else {
+            Some(tensor.values::<f32>()?)
+        };
+        Ok(Input { tensor, copy })
+    }
+
+    /// The tensor read.
+    pub fn tensor(&self) -> &'a Tensor {
+        self.tensor
+    }
+
+    /// Copies the elements at logical (row-major) positions `start..start + dst.len()`.
+    pub fn copy_out(&self, start: usize, dst: &mut [f32]) -> Result<()> {
+        let end = start + dst.len();
+        if let Some(copy) = &self.copy {
+            let Some(src) = copy.get(start..end) else {
+                bail!(
+                    Runtime,
+                    "attention: positions {start}..{end} are out of range"
+                );
+            };
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
+        kernel::read::<f32, _>(self.tensor, |e| {
+            ensure!(
+                end <= e.len(),
+                Runtime,
+                "attention: positions {start}..{end} are out of range"
+            );
+            match e.as_slice() {
+                Some(all) => dst.copy_from_slice(&all[start..end]),
+                None => e.copy_range(start, dst),
+            }
+            Ok(())
+        })?
+    }
+}
+
+/// `dst` (`T_p x D`) = `factor ·` head `head` of `src` (`T x D`), with zero padding rows.
+pub(super) fn pack_rows(
+    dst: &mut Vec<f32>,
+    src: &Input<'_>,
+    head: usize,
+    g: &Dims,
+    factor: f32,
+) -> Result<()> {
+    let n = g.head_len();
+    zeroed(dst, g.padded() * g.d);
+    src.copy_out(head * n, &mut dst[..n])?;
+    if factor != 1.0 {
+        for x in &mut dst[..n] {
+            *x *= factor;
+        }
+    }
+    Ok(())
+}
+
+/// `dst` (`D x T_p`) = head `head` of `src` (`T x D`) transposed, with zero padding columns;
+/// `tmp` holds the head on the way.
+pub(super) fn pack_transposed(
+    dst: &mut Vec<f32>,
+    tmp: &mut Vec<f32>,
+    src: &Input<'_>,
+    head: usize,
+    g: &Dims,
+) -> Result<()> {
+    let (n, tp, d) = (g.head_len(), g.padded(), g.d);
+    zeroed(tmp, n);
+    src.copy_out(head * n, tmp)?;
+    zeroed(dst, d * tp);
+    for (r, row) in tmp.chunks_exact(d).enumerate() {
         for (x, &value) in row.iter().enumerate() {
             dst[x * tp + r] = value;
         }
     }
+    Ok(())
 }
 
 /// `buf` as `len` zeros.
@@ -113,39 +183,58 @@ pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) {
     buf.resize(len, 0.0);
 }
 
-/// A tensor's elements in logical (row-major) order: one compact copy, read through the kernel
-/// layer whatever the layout.
-pub(super) fn compact(t: &Tensor) -> Result<Vec<f32>> {
-    kernel::read::<f32, _>(t, |e| {
-        e.as_slice().map_or_else(
-            || {
-                let mut out = vec![0.0; e.len()];
-                e.copy_range(0, &mut out);
-                out
-            },
-            <[f32]>::to_vec,
-        )
-    })
+/// Two fresh zeroed compact row-major Float32 results of extents `a` and `b` in `like`'s
+/// carrier class (large ones from the kernel layer's buffer pool), written by `f`.
+pub(super) fn results2(
+    like: &Tensor,
+    a: &[usize],
+    b: &[usize],
+    f: impl FnOnce(&mut [f32], &mut [f32]) -> Result<()>,
+) -> Result<(Tensor, Tensor)> {
+    let mut second = None;
+    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(a)?), |x| {
+        let layout = Arc::new(Layout::row_major(b)?);
+        second = Some(kernel::fresh::<f32>(like, layout, |y| f(x, y))?);
+        Ok(())
+    })?;
+    match second {
+        Some(second) => Ok((first, second)),
+        None => bail!(Runtime, "attention: a result was not written"),
+    }
 }
 
-/// A compact row-major Float32 tensor of `dims` holding `values`, in `like`'s carrier class.
-pub(super) fn tensor(like: &Tensor, values: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
-    like.f32_with_layout(values, Arc::new(Layout::row_major(dims)?))
+/// [`results2`] for three results of extents `dims`.
+pub(super) fn results3(
+    like: &Tensor,
+    dims: &[usize],
+    f: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut rest = None;
+    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(dims)?), |x| {
+        rest = Some(results2(like, dims, dims, |y, z| f(x, y, z))?);
+        Ok(())
+    })?;
+    match rest {
+        Some((second, third)) => Ok((first, second, third)),
+        None => bail!(Runtime, "attention: a result was not written"),
+    }
 }
 
 /// Runs `f` on every item (one per head) with a scratch of its thread: across rayon's threads
 /// (`kernel::threads()`, sized by `RAYON_NUM_THREADS`) when the work is large enough to pay for
 /// the split, else in order on the calling thread.
-pub(super) fn for_each_head<T: Send>(g: &Dims, items: Vec<T>, f: impl Fn(T, &mut Scratch) + Sync) {
+pub(super) fn for_each_head<T: Send>(
+    g: &Dims,
+    items: Vec<T>,
+    f: impl Fn(T, &mut Scratch) -> Result<()> + Sync,
+) -> Result<()> {
     if items.len() > 1 && kernel::threads() > 1 && g.work() >= kernel::PARALLEL_THRESHOLD {
         items
             .into_par_iter()
             .with_max_len(1)
-            .for_each_init(Scratch::default, |s, item| f(item, s));
+            .try_for_each_init(Scratch::default, |s, item| f(item, s))
     } else {
         let mut s = Scratch::default();
-        for item in items {
-            f(item, &mut s);
-        }
+        items.into_iter().try_for_each(|item| f(item, &mut s))
     }
 }

@@ -7,8 +7,8 @@ use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
-    compact, for_each_head, pack_rows, pack_transposed, tensor, zeroed, Head, HeadGrads, Scratch,
-    Want,
+    for_each_head, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads, Input,
+    Scratch, Want,
 };
 use super::isa::dispatch;
 use super::tile::{self, Coef, Madd, BLOCK};
@@ -70,30 +70,29 @@ pub fn causal_attention(
 
 /// The context and the probabilities of every head.
 fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tensor)> {
-    let (qv, kv, vv) = (compact(q)?, compact(k)?, compact(v)?);
-    let n = g.head_len();
-    let mut o = vec![0.0f32; g.heads() * n];
-    let mut p = vec![0.0f32; g.heads() * g.t * g.t];
-    if !g.is_empty() {
-        let items: Vec<_> = o
-            .chunks_mut(n)
-            .zip(p.chunks_mut(g.t * g.t))
-            .enumerate()
-            .collect();
-        for_each_head(g, items, |(b, (o, p)), s| {
-            let at = b * n..(b + 1) * n;
-            let head = Head {
-                q: &qv[at.clone()],
-                k: &kv[at.clone()],
-                v: &vv[at],
-            };
-            forward_head(g, head, o, p, s);
-        });
-    }
-    Ok((
-        tensor(q, o, &g.context_dims())?,
-        tensor(q, p, &g.probability_dims())?,
-    ))
+    let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
+    results2(
+        q.tensor(),
+        &g.context_dims(),
+        &g.probability_dims(),
+        |o, p| {
+            if g.is_empty() {
+                return Ok(());
+            }
+            let items: Vec<_> = o
+                .chunks_mut(g.head_len())
+                .zip(p.chunks_mut(g.t * g.t))
+                .enumerate()
+                .collect();
+            for_each_head(g, items, |(b, (o, p)), s| {
+                pack_rows(&mut s.q, &q, b, g, g.scale)?;
+                pack_transposed(&mut s.kt, &mut s.tmp, &k, b, g)?;
+                pack_rows(&mut s.v, &v, b, g, 1.0)?;
+                forward_head(g, o, p, s);
+                Ok(())
+            })
+        },
+    )
 }
 
 /// The wanted gradients of q, k and v from the probabilities and the cotangents of the
@@ -109,13 +108,15 @@ fn backward(
         return Ok((None, None, None));
     }
     let g = Dims::of("causal_attention", q, k, v, scale)?;
-    let (qv, kv, vv, pv) = (compact(q)?, compact(k)?, compact(v)?, compact(p)?);
-    let gov = go.map(compact).transpose()?;
-    let gpv = gp.map(compact).transpose()?;
-    let (n, tt) = (g.head_len(), g.t * g.t);
-    let total = g.heads() * n;
-    let (mut dq, mut dk, mut dv) = (vec![0.0f32; total], vec![0.0; total], vec![0.0; total]);
-    if !g.is_empty() {
+    let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
+    let p = Input::new(p)?;
+    let go = go.map(Input::new).transpose()?;
+    let gp = gp.map(Input::new).transpose()?;
+    let (dq, dk, dv) = results3(q.tensor(), &g.context_dims(), |dq, dk, dv| {
+        if g.is_empty() {
+            return Ok(());
+        }
+        let n = g.head_len();
         let items: Vec<_> = dq
             .chunks_mut(n)
             .zip(dk.chunks_mut(n))
@@ -123,46 +124,47 @@ fn backward(
             .enumerate()
             .collect();
         for_each_head(&g, items, |(b, ((dq, dk), dv)), s| {
-            let at = b * n..(b + 1) * n;
-            let head = Head {
-                q: &qv[at.clone()],
-                k: &kv[at.clone()],
-                v: &vv[at.clone()],
-            };
+            pack_rows(&mut s.q, &q, b, &g, g.scale)?;
+            pack_rows(&mut s.k, &k, b, &g, 1.0)?;
+            if let Some(go) = &go {
+                pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
+                pack_rows(&mut s.go, go, b, &g, 1.0)?;
+            }
             let cot = Cotangents {
-                p: &pv[b * tt..(b + 1) * tt],
-                go: gov.as_deref().map(|x| &x[at]),
-                gp: gpv.as_deref().map(|x| &x[b * tt..(b + 1) * tt]),
+                head: b,
+                p: &p,
+                go: go.is_some(),
+                gp: gp.as_ref(),
             };
-            let grads = HeadGrads { dq, dk, dv, want };
-            backward_head(&g, head, cot, grads, s);
-        });
-    }
-    let dims = g.context_dims();
-    let out = |wanted: bool, values: Vec<f32>| wanted.then(|| tensor(q, values, &dims)).transpose();
-    Ok((out(want.q, dq)?, out(want.k, dk)?, out(want.v, dv)?))
+            backward_head(&g, cot, HeadGrads { dq, dk, dv, want }, s)
+        })
+    })?;
+    Ok((
+        want.q.then_some(dq),
+        want.k.then_some(dk),
+        want.v.then_some(dv),
+    ))
 }
 
-/// One head's probabilities (`T x T`) and the cotangents that reached the context (`T x D`)
-/// and the probabilities (`T x T`).
+/// One head's probabilities and the cotangents that reached the probabilities (read row by
+/// row) and the context (packed in the scratch when present).
 #[derive(Debug, Clone, Copy)]
 struct Cotangents<'a> {
-    p: &'a [f32],
-    go: Option<&'a [f32]>,
-    gp: Option<&'a [f32]>,
+    head: usize,
+    p: &'a Input<'a>,
+    go: bool,
+    gp: Option<&'a Input<'a>>,
 }
 
-dispatch!(fn forward_head(g: &Dims, h: Head<'_>, o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
-dispatch!(fn backward_head(g: &Dims, h: Head<'_>, cot: Cotangents<'_>, grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
+dispatch!(fn forward_head(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
+dispatch!(fn backward_head(g: &Dims, cot: Cotangents<'_>, grads: HeadGrads<'_>, s: &mut Scratch) -> Result<()> => backward_kernel);
 
-/// One head forward: for each query block, its scores against every visible key block in a
-/// `BLOCK x T_p` panel, an exact softmax per row, then the context rows `P v`.
+/// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, its scores
+/// against every visible key block in a `BLOCK x T_p` panel, an exact softmax per row, then the
+/// context rows `P v`.
 #[inline(always)]
-fn forward_kernel<M: Madd>(g: &Dims, h: Head<'_>, o: &mut [f32], p: &mut [f32], s: &mut Scratch) {
+fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    pack_rows(&mut s.q, h.q, g, g.scale);
-    pack_transposed(&mut s.kt, h.k, g);
-    pack_rows(&mut s.v, h.v, g, 1.0);
     zeroed(&mut s.panel, BLOCK * tp);
     zeroed(&mut s.acc_q, BLOCK * d);
     for i in 0..g.blocks() {
@@ -209,19 +211,12 @@ fn forward_kernel<M: Madd>(g: &Dims, h: Head<'_>, o: &mut [f32], p: &mut [f32], 
 #[inline(always)]
 fn backward_kernel<M: Madd>(
     g: &Dims,
-    h: Head<'_>,
     cot: Cotangents<'_>,
     grads: HeadGrads<'_>,
     s: &mut Scratch,
-) {
+) -> Result<()> {
     let (t, d, tp) = (g.t, g.d, g.padded());
     let want = grads.want;
-    pack_rows(&mut s.q, h.q, g, g.scale);
-    pack_rows(&mut s.k, h.k, g, 1.0);
-    if let Some(go) = cot.go {
-        pack_transposed(&mut s.vt, h.v, g);
-        pack_rows(&mut s.go, go, g, 1.0);
-    }
     zeroed(&mut s.panel, BLOCK * tp);
     zeroed(&mut s.dpanel, BLOCK * tp);
     zeroed(&mut s.acc_q, tp * d);
@@ -235,13 +230,13 @@ fn backward_kernel<M: Madd>(
         s.panel.fill(0.0);
         s.dpanel.fill(0.0);
         for r in 0..rows {
-            let from = (i * BLOCK + r) * t;
-            s.panel[r * tp..r * tp + seen].copy_from_slice(&cot.p[from..from + seen]);
+            let from = (cot.head * t + i * BLOCK + r) * t;
+            cot.p.copy_out(from, &mut s.panel[r * tp..r * tp + seen])?;
             if let Some(gp) = cot.gp {
-                s.dpanel[r * tp..r * tp + seen].copy_from_slice(&gp[from..from + seen]);
+                gp.copy_out(from, &mut s.dpanel[r * tp..r * tp + seen])?;
             }
         }
-        if cot.go.is_some() {
+        if cot.go {
             // dP += gO_i v_jᵀ
             for j in 0..=i {
                 tile::scores::<M>(&s.go[qi.clone()], &s.vt[j * BLOCK..], tp, d, &mut s.s);
@@ -265,7 +260,7 @@ fn backward_kernel<M: Madd>(
         }
         for j in 0..=i {
             let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
-            if want.v && cot.go.is_some() {
+            if want.v && cot.go {
                 // dv_j += P_ijᵀ gO_i
                 let p_t = Coef {
                     data: &s.panel[j * BLOCK..],
@@ -300,4 +295,5 @@ fn backward_kernel<M: Madd>(
     }
     grads.dk.copy_from_slice(&s.acc_k[..n]);
     grads.dv.copy_from_slice(&s.acc_v[..n]);
+    Ok(())
 }
