@@ -251,6 +251,16 @@ fn a_later_position_does_not_change_earlier_outputs() {
     }
 }
 
+/// q, k, v, the scale, and the error kind and words expected.
+type Case<'a> = (
+    &'a Tensor,
+    &'a Tensor,
+    &'a Tensor,
+    Option<f32>,
+    ErrorKind,
+    &'a str,
+);
+
 #[test]
 fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     let [q, k, v] = qkv([1, 2, 3, 4], 13);
@@ -260,7 +270,7 @@ fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     let other = t(&noise(32, 1), &[1, 2, 4, 4]);
     let ints = Tensor::from_vec(vec![1i32; 24], autograd_core::shape![1, 2, 3, 4]).unwrap();
     let no_features = t(&[], &[1, 2, 3, 0]);
-    let cases: [(&Tensor, &Tensor, &Tensor, Option<f32>, ErrorKind, &str); 7] = [
+    let cases: [Case<'_>; 7] = [
         (&rank3, &k, &v, None, ErrorKind::Value, "four axes"),
         (&q, &other, &v, None, ErrorKind::Value, "one shape"),
         (&q, &k, &other, None, ErrorKind::Value, "one shape"),

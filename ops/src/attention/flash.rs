@@ -12,7 +12,7 @@ use super::head::{
     Scratch, Want,
 };
 use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, BLOCK};
+use super::tile::{self, Coef, Madd, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32) without materialising the
 /// `T x T` probabilities: `softmax(scale · q kᵀ + causal mask) v`, `scale` defaulting to
@@ -154,7 +154,7 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scr
         s.acc_q.fill(0.0);
         let qi = &s.q[i * BLOCK * d..(i + 1) * BLOCK * d];
         for j in 0..=i {
-            tile::scores::<M>(qi, &s.kt[j * BLOCK..], tp, d, &mut s.s);
+            tile::scores::<M>(qi, &s.kt[j * BLOCK..], tp, d, j == i, &mut s.s);
             for r in 0..BLOCK {
                 // the diagonal block: key c is visible to query r when c <= r
                 let visible = if j == i { r + 1 } else { BLOCK };
@@ -179,7 +179,8 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scr
                 col: 1,
             };
             let vj = &s.v[j * BLOCK * d..(j + 1) * BLOCK * d];
-            tile::accumulate::<M>(&mut s.acc_q, coef, vj, BLOCK, d);
+            let tri = if j == i { Tri::Lower(0) } else { Tri::Full };
+            tile::accumulate::<M>(&mut s.acc_q, coef, vj, (BLOCK, tri), d);
         }
         for r in 0..BLOCK.min(t - i * BLOCK) {
             let (at, inv) = ((i * BLOCK + r) * d, 1.0 / l[r]);
@@ -196,9 +197,12 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scr
 /// probability tile `exp(S - lse)` again, then its contributions to dv, dk and dq. Padding rows
 /// have a zero cotangent and delta, so they add nothing.
 #[inline(always)]
-fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
+fn backward_kernel<M: Madd>(
+    g: &Dims,
+    HeadGrads { dq, dk, dv, want }: HeadGrads<'_>,
+    s: &mut Scratch,
+) {
     let (t, d, tp, nb) = (g.t, g.d, g.padded(), g.blocks());
-    let want = grads.want;
     zeroed(&mut s.delta, tp);
     for (r, dl) in s.delta[..t].iter_mut().enumerate() {
         let at = r * d..(r + 1) * d;
@@ -211,7 +215,15 @@ fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
         let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
         for i in j..nb {
             let qi = i * BLOCK * d..(i + 1) * BLOCK * d;
-            tile::scores::<M>(&s.q[qi.clone()], &s.kt[j * BLOCK..], tp, d, &mut s.s);
+            let diagonal = i == j;
+            tile::scores::<M>(
+                &s.q[qi.clone()],
+                &s.kt[j * BLOCK..],
+                tp,
+                d,
+                diagonal,
+                &mut s.s,
+            );
             for r in 0..BLOCK {
                 let visible = if i == j { r + 1 } else { BLOCK };
                 let stat = s.lse[i * BLOCK + r];
@@ -228,11 +240,25 @@ fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
                     row: 1,
                     col: BLOCK,
                 };
-                tile::accumulate::<M>(&mut s.acc_v[kj.clone()], p_t, &s.go[qi.clone()], BLOCK, d);
+                let tri = if diagonal { Tri::Upper } else { Tri::Full };
+                tile::accumulate::<M>(
+                    &mut s.acc_v[kj.clone()],
+                    p_t,
+                    &s.go[qi.clone()],
+                    (BLOCK, tri),
+                    d,
+                );
             }
             if want.q || want.k {
                 // dS = P ∘ (dO_i v_jᵀ - delta)
-                tile::scores::<M>(&s.go[qi.clone()], &s.vt[j * BLOCK..], tp, d, &mut s.ds);
+                tile::scores::<M>(
+                    &s.go[qi.clone()],
+                    &s.vt[j * BLOCK..],
+                    tp,
+                    d,
+                    diagonal,
+                    &mut s.ds,
+                );
                 for r in 0..BLOCK {
                     let dl = s.delta[i * BLOCK + r];
                     let (p, ds) = (
@@ -254,7 +280,7 @@ fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
                         &mut s.acc_k[kj.clone()],
                         ds_t,
                         &s.q[qi.clone()],
-                        BLOCK,
+                        (BLOCK, if diagonal { Tri::Upper } else { Tri::Full }),
                         d,
                     );
                 }
@@ -265,15 +291,16 @@ fn backward_kernel<M: Madd>(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) {
                         row: BLOCK,
                         col: 1,
                     };
-                    tile::accumulate::<M>(&mut s.acc_q[qi], ds, &s.k[kj.clone()], BLOCK, d);
+                    let tri = if diagonal { Tri::Lower(0) } else { Tri::Full };
+                    tile::accumulate::<M>(&mut s.acc_q[qi], ds, &s.k[kj.clone()], (BLOCK, tri), d);
                 }
             }
         }
     }
     let n = t * d;
-    for (o, a) in grads.dq.iter_mut().zip(&s.acc_q[..n]) {
+    for (o, a) in dq.iter_mut().zip(&s.acc_q[..n]) {
         *o = g.scale * a;
     }
-    grads.dk.copy_from_slice(&s.acc_k[..n]);
-    grads.dv.copy_from_slice(&s.acc_v[..n]);
+    dk.copy_from_slice(&s.acc_k[..n]);
+    dv.copy_from_slice(&s.acc_v[..n]);
 }

@@ -11,7 +11,7 @@ use super::head::{
     Scratch, Want,
 };
 use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, BLOCK};
+use super::tile::{self, Coef, Madd, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32), keeping the
 /// probabilities: returns `(context, probabilities)` where
@@ -171,7 +171,7 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scrat
         let cols = (i + 1) * BLOCK;
         let qi = &s.q[i * BLOCK * d..(i + 1) * BLOCK * d];
         for j in 0..=i {
-            tile::scores::<M>(qi, &s.kt[j * BLOCK..], tp, d, &mut s.s);
+            tile::scores::<M>(qi, &s.kt[j * BLOCK..], tp, d, j == i, &mut s.s);
             for (r, row) in s.s.chunks_exact(BLOCK).enumerate() {
                 let at = r * tp + j * BLOCK;
                 s.panel[at..at + BLOCK].copy_from_slice(row);
@@ -196,7 +196,8 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scrat
             row: tp,
             col: 1,
         };
-        tile::accumulate::<M>(&mut s.acc_q, coef, &s.v[..cols * d], cols, d);
+        let tri = Tri::Lower(i * BLOCK);
+        tile::accumulate::<M>(&mut s.acc_q, coef, &s.v[..cols * d], (cols, tri), d);
         for r in 0..BLOCK.min(t - i * BLOCK) {
             let gr = i * BLOCK + r;
             o[gr * d..(gr + 1) * d].copy_from_slice(&s.acc_q[r * d..(r + 1) * d]);
@@ -212,11 +213,10 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scrat
 fn backward_kernel<M: Madd>(
     g: &Dims,
     cot: Cotangents<'_>,
-    grads: HeadGrads<'_>,
+    HeadGrads { dq, dk, dv, want }: HeadGrads<'_>,
     s: &mut Scratch,
 ) -> Result<()> {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    let want = grads.want;
     zeroed(&mut s.panel, BLOCK * tp);
     zeroed(&mut s.dpanel, BLOCK * tp);
     zeroed(&mut s.acc_q, tp * d);
@@ -239,7 +239,14 @@ fn backward_kernel<M: Madd>(
         if cot.go {
             // dP += gO_i v_jᵀ
             for j in 0..=i {
-                tile::scores::<M>(&s.go[qi.clone()], &s.vt[j * BLOCK..], tp, d, &mut s.s);
+                tile::scores::<M>(
+                    &s.go[qi.clone()],
+                    &s.vt[j * BLOCK..],
+                    tp,
+                    d,
+                    j == i,
+                    &mut s.s,
+                );
                 for (r, row) in s.s.chunks_exact(BLOCK).enumerate() {
                     let at = r * tp + j * BLOCK;
                     for (x, &y) in s.dpanel[at..at + BLOCK].iter_mut().zip(row) {
@@ -260,6 +267,7 @@ fn backward_kernel<M: Madd>(
         }
         for j in 0..=i {
             let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
+            let tri = if j == i { Tri::Upper } else { Tri::Full };
             if want.v && cot.go {
                 // dv_j += P_ijᵀ gO_i
                 let p_t = Coef {
@@ -267,7 +275,13 @@ fn backward_kernel<M: Madd>(
                     row: 1,
                     col: tp,
                 };
-                tile::accumulate::<M>(&mut s.acc_v[kj.clone()], p_t, &s.go[qi.clone()], BLOCK, d);
+                tile::accumulate::<M>(
+                    &mut s.acc_v[kj.clone()],
+                    p_t,
+                    &s.go[qi.clone()],
+                    (BLOCK, tri),
+                    d,
+                );
             }
             if want.k {
                 // dk_j += dS_ijᵀ (scale q_i)
@@ -276,7 +290,7 @@ fn backward_kernel<M: Madd>(
                     row: 1,
                     col: tp,
                 };
-                tile::accumulate::<M>(&mut s.acc_k[kj], ds_t, &s.q[qi.clone()], BLOCK, d);
+                tile::accumulate::<M>(&mut s.acc_k[kj], ds_t, &s.q[qi.clone()], (BLOCK, tri), d);
             }
         }
         if want.q {
@@ -286,14 +300,20 @@ fn backward_kernel<M: Madd>(
                 row: tp,
                 col: 1,
             };
-            tile::accumulate::<M>(&mut s.acc_q[qi], ds, &s.k[..cols * d], cols, d);
+            tile::accumulate::<M>(
+                &mut s.acc_q[qi],
+                ds,
+                &s.k[..cols * d],
+                (cols, Tri::Lower(i * BLOCK)),
+                d,
+            );
         }
     }
     let n = t * d;
-    for (o, a) in grads.dq.iter_mut().zip(&s.acc_q[..n]) {
+    for (o, a) in dq.iter_mut().zip(&s.acc_q[..n]) {
         *o = g.scale * a;
     }
-    grads.dk.copy_from_slice(&s.acc_k[..n]);
-    grads.dv.copy_from_slice(&s.acc_v[..n]);
+    dk.copy_from_slice(&s.acc_k[..n]);
+    dv.copy_from_slice(&s.acc_v[..n]);
     Ok(())
 }

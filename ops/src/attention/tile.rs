@@ -48,13 +48,15 @@ impl Madd for Split {
 
 /// `s[r][c] = Σ_x a[r·d + x] · bt[x·ldb + c]` for `r, c < BLOCK`: the scores of a block of
 /// rows of `a` (`BLOCK x d`, row-major) against `BLOCK` columns of a transposed operand `bt`
-/// (`d` rows of stride `ldb`, starting at the block's first column).
+/// (`d` rows of stride `ldb`, starting at the block's first column). On a `diagonal` tile only
+/// entries with `c <= r` are needed: register tiles wholly above the diagonal are left zero.
 #[inline(always)]
 pub(super) fn scores<M: Madd>(
     a: &[f32],
     bt: &[f32],
     ldb: usize,
     d: usize,
+    diagonal: bool,
     s: &mut [f32; BLOCK * BLOCK],
 ) {
     for r in (0..BLOCK).step_by(2) {
@@ -64,6 +66,12 @@ pub(super) fn scores<M: Madd>(
         };
         for half in 0..2 {
             let mut acc = [[0.0f32; HALF]; 2];
+            if diagonal && half * HALF > r + 1 {
+                let at = r * BLOCK + half * HALF;
+                s[at..at + HALF].fill(0.0);
+                s[at + BLOCK..at + BLOCK + HALF].fill(0.0);
+                continue;
+            }
             for x in 0..d {
                 let Some(b) = bt
                     .get(x * ldb + half * HALF..)
@@ -93,22 +101,39 @@ pub(super) struct Coef<'a> {
     pub col: usize,
 }
 
+/// Which coefficients of a product may be nonzero (causal tiles are triangular).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tri {
+    /// All of them.
+    Full,
+    /// `coef(i, j)` with `j <= i + offset` (a probability tile: key `j` visible to query `i`).
+    Lower(usize),
+    /// `coef(i, j)` with `j >= i` (a transposed diagonal probability tile).
+    Upper,
+}
+
 /// `out[i·d + y] += Σ_{j < inner} coef(i, j) · b[j·d + y]` for `i < BLOCK`, `y < d`: a product
-/// accumulated into a `BLOCK x d` row-major panel, `b` being `inner x d` row-major.
+/// accumulated into a `BLOCK x d` row-major panel, `b` being `inner x d` row-major; terms that
+/// `tri` says are zero are skipped.
 #[inline(always)]
 pub(super) fn accumulate<M: Madd>(
     out: &mut [f32],
     coef: Coef<'_>,
     b: &[f32],
-    inner: usize,
+    (inner, tri): (usize, Tri),
     d: usize,
 ) {
     let full = d / DC * DC;
     for i in (0..BLOCK).step_by(2) {
         let (c0, c1) = (i * coef.row, (i + 1) * coef.row);
+        let (lo, hi) = match tri {
+            Tri::Full => (0, inner),
+            Tri::Lower(offset) => (0, (i + 2 + offset).min(inner)),
+            Tri::Upper => (i.min(inner), inner),
+        };
         for y0 in (0..full).step_by(DC) {
             let mut acc = [[0.0f32; DC]; 2];
-            for j in 0..inner {
+            for j in lo..hi {
                 let (Some(&p), Some(&q), Some(row)) = (
                     coef.data.get(c0 + j * coef.col),
                     coef.data.get(c1 + j * coef.col),
@@ -134,7 +159,7 @@ pub(super) fn accumulate<M: Madd>(
                 let Some(o) = out.get_mut(start + full..start + d) else {
                     return;
                 };
-                for j in 0..inner {
+                for j in lo..hi {
                     let (Some(&p), Some(row)) = (
                         coef.data.get(c0 + k * coef.row + j * coef.col),
                         b.get(j * d + full..(j + 1) * d),
@@ -252,7 +277,7 @@ mod tests {
         let ldb = BLOCK + 5;
         let bt: Vec<f32> = (0..d * ldb).map(|i| ((i * 5) % 11) as f32 - 5.0).collect();
         let mut s = [0.0f32; BLOCK * BLOCK];
-        scores::<Split>(&a, &bt, ldb, d, &mut s);
+        scores::<Split>(&a, &bt, ldb, d, false, &mut s);
         for r in 0..BLOCK {
             for c in 0..BLOCK {
                 let want: f32 = (0..d).map(|x| a[r * d + x] * bt[x * ldb + c]).sum();
@@ -268,7 +293,7 @@ mod tests {
             row: 1,
             col: BLOCK,
         };
-        accumulate::<Split>(&mut out, coef, &b, inner, d);
+        accumulate::<Split>(&mut out, coef, &b, (inner, Tri::Full), d);
         for i in 0..BLOCK {
             for y in 0..d {
                 let want: f32 = 1.0
