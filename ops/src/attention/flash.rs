@@ -304,3 +304,82 @@ fn backward_kernel<M: Madd>(
     dk.copy_from_slice(&s.acc_k[..n]);
     dv.copy_from_slice(&s.acc_v[..n]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::head::{pack_rows, pack_transposed};
+    use crate::attention::tile::{Fused, Split};
+
+    /// The kernels compiled for the baseline target (two roundings) and with FMA agree, so
+    /// the CPU a run lands on changes results only by rounding.
+    #[test]
+    fn baseline_and_fma_kernels_agree() -> Result<()> {
+        let g = Dims {
+            batch: 1,
+            heads_per_batch: 1,
+            t: 100,
+            d: 35,
+            scale: 0.3,
+        };
+        let n = g.head_len();
+        let value = |i: usize, seed: usize| ((i * 7 + seed) % 23) as f32 / 23.0 - 0.5;
+        let tensor = |seed| {
+            Tensor::from_vec(
+                (0..n).map(|i| value(i, seed)).collect::<Vec<_>>(),
+                autograd_core::Shape::from(&[1, 1, 100, 35][..]),
+            )
+        };
+        let (q, k, v, go) = (tensor(1)?, tensor(2)?, tensor(3)?, tensor(4)?);
+        let (q, k, v, go) = (
+            Input::new(&q)?,
+            Input::new(&k)?,
+            Input::new(&v)?,
+            Input::new(&go)?,
+        );
+        let mut runs = Vec::new();
+        for fused in [false, true] {
+            let mut s = Scratch::default();
+            pack_rows(&mut s.q, &q, 0, &g, g.scale)?;
+            pack_transposed(&mut s.kt, &mut s.tmp, &k, 0, &g)?;
+            pack_rows(&mut s.v, &v, 0, &g, 1.0)?;
+            let (mut o, mut lse) = (vec![0.0f32; n], vec![0.0f32; g.t]);
+            if fused {
+                forward_kernel::<Fused>(&g, &mut o, &mut lse, &mut s);
+            } else {
+                forward_kernel::<Split>(&g, &mut o, &mut lse, &mut s);
+            }
+            pack_rows(&mut s.k, &k, 0, &g, 1.0)?;
+            pack_transposed(&mut s.vt, &mut s.tmp, &v, 0, &g)?;
+            pack_rows(&mut s.go, &go, 0, &g, 1.0)?;
+            zeroed(&mut s.acc_v, g.padded() * g.d);
+            s.acc_v[..n].copy_from_slice(&o);
+            zeroed(&mut s.lse, g.padded());
+            s.lse[..g.t].copy_from_slice(&lse);
+            let (mut dq, mut dk, mut dv) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
+            let want = Want {
+                q: true,
+                k: true,
+                v: true,
+            };
+            let grads = HeadGrads {
+                dq: &mut dq,
+                dk: &mut dk,
+                dv: &mut dv,
+                want,
+            };
+            if fused {
+                backward_kernel::<Fused>(&g, grads, &mut s);
+            } else {
+                backward_kernel::<Split>(&g, grads, &mut s);
+            }
+            runs.push([o, lse, dq, dk, dv]);
+        }
+        for (a, b) in runs[0].iter().zip(&runs[1]) {
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+            }
+        }
+        Ok(())
+    }
+}

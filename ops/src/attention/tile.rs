@@ -304,4 +304,59 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn triangular_products_skip_only_zero_terms() {
+        let d = 40;
+        let inner = 2 * BLOCK;
+        let b: Vec<f32> = (0..inner * d).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+        // coef(i, j) zero above j = i + BLOCK (Lower(BLOCK)) or below j = i (Upper)
+        for (tri, keep) in [
+            (
+                Tri::Lower(BLOCK),
+                (|i, j| j <= i + BLOCK) as fn(usize, usize) -> bool,
+            ),
+            (Tri::Upper, |i, j| j >= i),
+        ] {
+            let coef: Vec<f32> = (0..BLOCK * inner)
+                .map(|p| {
+                    let (i, j) = (p / inner, p % inner);
+                    if keep(i, j) {
+                        ((p * 5) % 9) as f32 - 4.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let c = Coef {
+                data: &coef,
+                row: inner,
+                col: 1,
+            };
+            let (mut full, mut part) = (vec![0.0f32; BLOCK * d], vec![0.0f32; BLOCK * d]);
+            accumulate::<Split>(&mut full, c, &b, (inner, Tri::Full), d);
+            accumulate::<Split>(&mut part, c, &b, (inner, tri), d);
+            assert_eq!(full, part, "{tri:?}");
+        }
+    }
+
+    #[test]
+    fn diagonal_scores_keep_every_entry_on_or_below_the_diagonal() {
+        let d = 5;
+        let a: Vec<f32> = (0..BLOCK * d)
+            .map(|i| ((i * 7) % 13) as f32 - 6.0)
+            .collect();
+        let bt: Vec<f32> = (0..d * BLOCK)
+            .map(|i| ((i * 5) % 11) as f32 - 5.0)
+            .collect();
+        let (mut full, mut diag) = ([0.0f32; BLOCK * BLOCK], [0.0f32; BLOCK * BLOCK]);
+        scores::<Split>(&a, &bt, BLOCK, d, false, &mut full);
+        scores::<Split>(&a, &bt, BLOCK, d, true, &mut diag);
+        for r in 0..BLOCK {
+            assert_eq!(
+                full[r * BLOCK..=r * BLOCK + r],
+                diag[r * BLOCK..=r * BLOCK + r]
+            );
+        }
+    }
 }
