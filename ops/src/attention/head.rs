@@ -2,6 +2,7 @@
 //! (reused across the heads a thread handles), results in pooled storage, and the split of heads
 //! across threads.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
@@ -220,6 +221,58 @@ pub(super) fn results3(
     }
 }
 
+/// Scratch a thread keeps between calls when it stays at most this many floats (larger ones,
+/// from long sequences, go back to the allocator).
+const KEPT_SCRATCH: usize = 1 << 20;
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
+impl Scratch {
+    /// Floats held by the buffers.
+    fn capacity(&self) -> usize {
+        [
+            &self.q,
+            &self.k,
+            &self.kt,
+            &self.v,
+            &self.vt,
+            &self.go,
+            &self.acc_q,
+            &self.acc_k,
+            &self.acc_v,
+            &self.lse,
+            &self.delta,
+            &self.panel,
+            &self.dpanel,
+            &self.tmp,
+        ]
+        .iter()
+        .map(|b| b.capacity())
+        .sum()
+    }
+}
+
+/// Runs `f` with this thread's kept scratch (a fresh one the first time), keeping it afterwards
+/// when it is small enough.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let kept = SCRATCH
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
+        .ok()
+        .flatten();
+    let mut scratch = kept.unwrap_or_default();
+    let r = f(&mut scratch);
+    if scratch.capacity() <= KEPT_SCRATCH {
+        let _ = SCRATCH.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = Some(scratch);
+            }
+        });
+    }
+    r
+}
+
 /// Runs `f` on every item (one per head) with a scratch of its thread: across rayon's threads
 /// (`kernel::threads()`, sized by `RAYON_NUM_THREADS`) when the work is large enough to pay for
 /// the split, else in order on the calling thread.
@@ -232,9 +285,8 @@ pub(super) fn for_each_head<T: Send>(
         items
             .into_par_iter()
             .with_max_len(1)
-            .try_for_each_init(Scratch::default, |s, item| f(item, s))
+            .try_for_each(|item| with_scratch(|s| f(item, s)))
     } else {
-        let mut s = Scratch::default();
-        items.into_iter().try_for_each(|item| f(item, &mut s))
+        with_scratch(|s| items.into_iter().try_for_each(|item| f(item, s)))
     }
 }
