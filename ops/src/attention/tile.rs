@@ -25,6 +25,7 @@ pub(super) trait Madd {
 }
 
 /// `f32::mul_add`, for code compiled with FMA enabled (a single instruction there).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Fused;
 
