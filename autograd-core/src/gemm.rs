@@ -19,31 +19,42 @@ use crate::error::{bail, ensure, Result};
 ///
 /// Strides may be zero (a broadcast row or column) and may make elements overlap.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct MatRef<'a> {
+pub struct MatRef<'a> {
+    /// The storage the elements live in.
     pub data: &'a [f32],
+    /// The slot of element (0, 0).
     pub offset: usize,
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// Slots between consecutive rows.
     pub row_stride: usize,
+    /// Slots between consecutive columns.
     pub col_stride: usize,
 }
 
 /// A writable matrix, addressed like [`MatRef`]. Distinct elements must be distinct slots:
 /// [`gemm_f32`] rejects strides that make two elements of a non-empty matrix alias.
 #[derive(Debug)]
-pub(crate) struct MatMut<'a> {
+pub struct MatMut<'a> {
+    /// The storage the elements live in.
     pub data: &'a mut [f32],
+    /// The slot of element (0, 0).
     pub offset: usize,
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// Slots between consecutive rows.
     pub row_stride: usize,
+    /// Slots between consecutive columns.
     pub col_stride: usize,
 }
 
-#[cfg(test)]
 impl<'a> MatRef<'a> {
     /// A dense row-major `rows x cols` matrix at the start of `data`.
-    pub(crate) fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
+    pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         MatRef {
             data,
             offset: 0,
@@ -65,7 +76,7 @@ impl MatRef<'_> {
     }
 
     /// The transpose: the same elements with rows and columns (and their strides) swapped.
-    pub(crate) fn t(self) -> Self {
+    pub fn t(self) -> Self {
         MatRef {
             rows: self.cols,
             cols: self.rows,
@@ -78,7 +89,7 @@ impl MatRef<'_> {
 
 impl<'a> MatMut<'a> {
     /// A dense row-major `rows x cols` matrix at the start of `data`.
-    pub(crate) fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
+    pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
         MatMut {
             data,
             offset: 0,
@@ -168,7 +179,7 @@ impl Geometry {
 ///
 /// Errors ([`crate::Error::Value`]): inner or outer dimensions that do not match, an operand
 /// addressing an element outside its slice, or `C` strides that make two elements alias.
-pub(crate) fn gemm_f32(
+pub fn gemm_f32(
     a: MatRef<'_>,
     b: MatRef<'_>,
     c: MatMut<'_>,

@@ -39,10 +39,12 @@ pub use tensor::{Subtensor, Tensor};
 
 mod autograd;
 mod engine;
+mod footprint;
 mod gradcheck;
 mod gradient;
 
 pub use autograd::{backwards_traversal, grad, GradOptions};
+pub use footprint::graph_bytes;
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 
 #[doc(hidden)]

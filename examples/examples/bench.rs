@@ -8,10 +8,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use autograd_core::{shape, Result, Tensor};
-use autograd_ops::{add, mul_scalar, sum, tanh};
+use autograd_core::{grad, shape, GradOptions, Result, Rng, Tensor};
+use autograd_ops::{add, matmul, mul_scalar, sum, tanh};
 
-const ALL: &[&str] = &["W1", "W1s", "W3", "W5", "W7", "T1"];
+const ALL: &[&str] = &["W1", "W1s", "W3", "W4", "W5", "W7", "T1"];
 
 struct Args {
     quick: bool,
@@ -179,6 +179,83 @@ fn w3(quick: bool, child: bool) -> Result<()> {
     Ok(())
 }
 
+/// W4: the 64 x 64 Jacobian of `tanh(W x)` by 64 `grad` calls on one retained graph, and by
+/// one batched `grad` call; both checked against the closed form `(1 - y²) W`.
+fn w4(quick: bool) -> Result<()> {
+    let n = 64;
+    let mut rng = Rng::new(0);
+    let w = mul_scalar(&Tensor::randn(shape![n, n], &mut rng)?, 0.125)?.detach();
+    let x0 = Tensor::randn(shape![n], &mut rng)?;
+    let eye = Tensor::eye(n)?;
+    let rows: Vec<Tensor> = (0..n)
+        .map(|i| eye.select(0, i)?.contiguous())
+        .collect::<Result<_>>()?;
+    let keep = GradOptions {
+        retain_graph: true,
+        ..GradOptions::default()
+    };
+    let batched = GradOptions {
+        batched: true,
+        ..GradOptions::default()
+    };
+    let reference = {
+        let (wv, y) = (
+            w.values::<f32>()?,
+            tanh(&matmul(&w, &x0)?)?.values::<f32>()?,
+        );
+        (0..n * n)
+            .map(|k| (1.0 - y[k / n] * y[k / n]) * wv[k])
+            .collect::<Vec<f32>>()
+    };
+    let check = |j: &[f32]| -> Result<()> {
+        let err = j
+            .iter()
+            .zip(&reference)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        autograd_core::ensure!(err < 1e-5, Runtime, "W4 Jacobian off by {err}");
+        Ok(())
+    };
+    let runs = if quick { 3 } else { 20 };
+    let mut jacobian = Vec::new();
+    let looped = measure(runs, || {
+        let x = x0.detach();
+        let y = tanh(&matmul(&w, &x)?)?;
+        jacobian.clear();
+        for r in &rows {
+            let g = grad(&y, &[&x], r, keep)?;
+            let g = g[0]
+                .as_ref()
+                .ok_or_else(|| autograd_core::Error::Runtime("W4: no gradient".into()))?;
+            jacobian.extend(g.values::<f32>()?);
+        }
+        Ok(())
+    })?;
+    check(&jacobian)?;
+    let once = measure(runs, || {
+        let x = x0.detach();
+        let y = tanh(&matmul(&w, &x)?)?;
+        let g = grad(&y, &[&x], &eye, batched)?;
+        let g = g[0]
+            .as_ref()
+            .ok_or_else(|| autograd_core::Error::Runtime("W4: no gradient".into()))?;
+        jacobian = g.values::<f32>()?;
+        Ok(())
+    })?;
+    check(&jacobian)?;
+    report(
+        "W4",
+        &once,
+        &format!(
+            ",\"loop_ms\":{:.4},\"batched_ms\":{:.4},\"loop_min_ms\":{:.4},\"batched_min_ms\":{:.4}",
+            ms(looped[looped.len() / 2]),
+            ms(once[once.len() / 2]),
+            ms(looped[0]),
+            ms(once[0])
+        ),
+    );
+    Ok(())
+}
+
 /// W5: a plain 512 x 512 x 512 matmul without a graph.
 fn w5(quick: bool) -> Result<()> {
     let n = if quick { 128 } else { 512 };
@@ -281,6 +358,7 @@ fn main() -> Result<()> {
             "W1" => w1("W1", 16, args.quick)?,
             "W1s" => w1("W1s", 1, args.quick)?,
             "W3" => w3(args.quick, args.child)?,
+            "W4" => w4(args.quick)?,
             "W5" => w5(args.quick)?,
             "T1" => t1(args.quick)?,
             "W7" => w7(args.quick)?,

@@ -1,1 +1,6 @@
-//! Runnable programs live in `examples/`.
+//! Support shared by the runnable programs in `examples/`: the shipped digits data set and
+//! SVG training curves. The programs themselves are the crate's examples (`train_digits`,
+//! `tiny_transformer`, `bench`, …).
+
+pub mod digits;
+pub mod plot;

@@ -190,3 +190,38 @@ fn bad_inputs_are_errors_of_the_right_kind() {
     let wrong_type = kernel::map(&a, |v: i32| v);
     assert_eq!(wrong_type.unwrap_err().kind(), ErrorKind::Type);
 }
+
+/// A user kernel on the public matrix view: batch `i` of a sliced, transposed `[3, 4, 2]`
+/// tensor times a broadcast matrix, through `gemm_f32` without copying either operand.
+#[test]
+fn matrix_views_reach_gemm_through_their_strides() {
+    let base = t(
+        &(0..36).map(|i| i as f32 * 0.25 - 2.0).collect::<Vec<_>>(),
+        &[3, 2, 6],
+    );
+    // [3, 6, 2] transposed, then rows 1..5: a [3, 4, 2] view with no contiguous matrix
+    let a = base.transpose(1, 2).unwrap().narrow(1, 1, 4).unwrap();
+    let b = t(&[1.0, -1.0, 0.5], &[1, 3]).broadcast_to(&[2, 3]).unwrap();
+    let (av, bv) = (vals(&a), vals(&b));
+    for i in 0..3 {
+        let mut c = vec![0.0f32; 12];
+        kernel::read_pair::<f32, f32, _>(&a, &b, |ea, eb| -> autograd_core::Result<()> {
+            let ma = ea.matrix(&[i], false)?.expect("flat modes");
+            let mb = eb.matrix(&[], false)?.expect("flat modes");
+            kernel::gemm_f32(ma, mb, kernel::MatMut::row_major(&mut c, 4, 3), false, 1)
+        })
+        .unwrap()
+        .unwrap();
+        for r in 0..4 {
+            for col in 0..3 {
+                let want: f32 = (0..2)
+                    .map(|p| av[i * 8 + r * 2 + p] * bv[p * 3 + col])
+                    .sum();
+                assert!((c[r * 3 + col] - want).abs() < 1e-5, "{c:?}");
+            }
+        }
+    }
+    // a batch coordinate of the wrong length is refused
+    let err = kernel::read::<f32, _>(&a, |ea| ea.matrix(&[], false).map(|_| ())).unwrap();
+    assert_eq!(err.unwrap_err().kind(), ErrorKind::Value);
+}

@@ -4,7 +4,9 @@
 
 mod elementwise_support;
 
-use autograd_core::{gradcheck, shape, DType, ErrorKind, GradcheckOptions, Result, Tensor};
+use autograd_core::{
+    gradcheck, shape, DType, DTypeCategory, ErrorKind, GradcheckOptions, Result, Tensor,
+};
 use autograd_ops::{
     eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, to_dtype, where_cond,
 };
@@ -251,8 +253,60 @@ fn a_float32_to_float32_cast_is_a_differentiable_identity() {
 }
 
 #[test]
+fn casts_to_int64_and_bool_follow_pytorch() {
+    let x = t(&[1.5, -2.7, 0.0, f32::NAN, 3e9], &[5]);
+    assert_eq!(
+        to_dtype(&x, &DType::Int64)
+            .unwrap()
+            .values::<i64>()
+            .unwrap(),
+        [1, -2, 0, 0, 3_000_000_000],
+        "truncation toward zero, NaN to 0, beyond the Int32 range"
+    );
+    let b = to_dtype(&x, &DType::Bool).unwrap();
+    assert_eq!(b.dtype(), &DType::Bool);
+    assert!(b.autograd_ctx().is_none(), "a Bool result records no node");
+    assert_eq!(
+        b.values::<bool>().unwrap(),
+        [true, true, false, true, true],
+        "x != 0; NaN is true"
+    );
+    let big = Tensor::from_vec(vec![5_000_000_000i64, -7, 1 << 40], shape![3]).unwrap();
+    assert_eq!(
+        to_dtype(&big, &DType::Int32)
+            .unwrap()
+            .values::<i32>()
+            .unwrap(),
+        [5_000_000_000i64 as i32, -7, 0],
+        "Int64 to Int32 wraps"
+    );
+    assert_eq!(
+        f32s(&to_dtype(&big, &DType::Float32).unwrap()),
+        [5e9, -7.0, (1u64 << 40) as f32]
+    );
+    let i = Tensor::from_vec(vec![0i32, 4, -1], shape![3]).unwrap();
+    assert_eq!(
+        to_dtype(&i, &DType::Bool)
+            .unwrap()
+            .values::<bool>()
+            .unwrap(),
+        [false, true, true]
+    );
+    let m = mask(&[true, false], &[2]);
+    assert_eq!(
+        to_dtype(&m, &DType::Int64)
+            .unwrap()
+            .values::<i64>()
+            .unwrap(),
+        [1, 0]
+    );
+}
+
+#[test]
 fn unsupported_casts_are_type_errors() {
     let x = t(&[1.0], &[1]);
-    assert_eq!(kind(to_dtype(&x, &DType::Bool)), ErrorKind::Type);
-    assert_eq!(kind(to_dtype(&x, &DType::Int64)), ErrorKind::Type);
+    assert_eq!(
+        kind(to_dtype(&x, &DType::Category(DTypeCategory::Floating))),
+        ErrorKind::Type
+    );
 }

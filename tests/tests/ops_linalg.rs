@@ -159,3 +159,38 @@ fn mismatched_shapes_are_value_errors() {
     let d = t(&seq(60, 1.0), &[3, 4, 5]);
     assert_eq!(matmul(&c, &d).unwrap_err().kind(), ErrorKind::Value);
 }
+
+#[test]
+fn vector_operands_are_promoted_and_the_promoted_axis_removed() {
+    let (av, vv, wv) = (seq(6, 0.3), seq(3, 0.2), seq(2, 0.5));
+    let a = t(&av, &[2, 3]);
+    let v = t(&vv, &[3]);
+    let w = t(&wv, &[2]);
+    let av_ = matmul(&a, &v).unwrap();
+    assert_eq!(av_.dims(), [2]);
+    close(&vals(&av_), &reference(&av, &vv, 2, 3, 1));
+    let wa = matmul(&w, &a).unwrap();
+    assert_eq!(wa.dims(), [3]);
+    close(&vals(&wa), &reference(&wv, &av, 1, 2, 3));
+    let dot = matmul(&v, &v).unwrap();
+    assert!(dot.dims().is_empty(), "two vectors give a scalar");
+    close(&vals(&dot), &[vv.iter().map(|x| x * x).sum()]);
+    // a vector against a batch of matrices: [3] x [4, 3, 2] -> [4, 2]
+    let batch = t(&seq(24, 0.1), &[4, 3, 2]);
+    assert_eq!(matmul(&v, &batch).unwrap().dims(), [4, 2]);
+    assert_eq!(
+        matmul(&batch.transpose(1, 2).unwrap(), &v).unwrap().dims(),
+        [4, 2]
+    );
+    for (x, y) in [(&a, &v), (&w, &a), (&v, &v)] {
+        gradcheck(
+            |p: &[Tensor]| matmul(&p[0], &p[1]),
+            &[x.clone(), y.clone()],
+            GradcheckOptions::default(),
+        )
+        .unwrap();
+    }
+    let s = Tensor::scalar(2.0f32);
+    assert_eq!(matmul(&s, &v).unwrap_err().kind(), ErrorKind::Value);
+    assert_eq!(matmul(&a, &s).unwrap_err().kind(), ErrorKind::Value);
+}

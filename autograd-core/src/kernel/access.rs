@@ -226,6 +226,20 @@ pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(Elements<'_, T>) -> R) -> 
     Ok(f(Elements::new(&data, 0, &layout)?))
 }
 
+/// Runs `f` on `t`'s elements as one slice in logical (row-major) order: borrowed when
+/// storage order is logical order, else one compact copy. For kernels that address positions
+/// directly (gathers and scatters) rather than stream them.
+pub fn read_logical<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+    read::<T, _>(t, |e| {
+        if let Some(s) = e.as_slice() {
+            return f(s);
+        }
+        let mut v = vec![T::default(); e.len()];
+        e.copy_range(0, &mut v);
+        f(&v)
+    })
+}
+
 fn cpu_of(t: &Tensor) -> Option<&CpuCarrier> {
     if t.subtensor_count() != 1 {
         return None;

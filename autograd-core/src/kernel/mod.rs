@@ -1,6 +1,6 @@
 //! The kernel layer: typed access to a tensor's elements in the project's terms of layouts and
 //! carriers, results in the first input's carrier class, maps, reductions and row helpers,
-//! parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
+//! matrix views and the GEMM kernel, parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
 //! (one slice, strided runs, chunks for threads). User crates write kernels with it too.
 //!
 //! ```
@@ -16,11 +16,13 @@
 
 mod access;
 mod map;
+mod matrix;
 mod output;
 mod parallel;
 mod reduce;
 
-pub use access::{read, read_pair, Elements, Run};
+pub use crate::gemm::{gemm_f32, MatMut, MatRef};
+pub use access::{read, read_logical, read_pair, Elements, Run};
 pub use map::{map, zip};
 pub use output::{fresh, fresh_like};
 pub use parallel::{threads, PARALLEL_THRESHOLD};

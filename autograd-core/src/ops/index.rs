@@ -350,18 +350,19 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
     let mut out_dims = dims.clone();
     out_dims[axis] = idx.len();
     by_dtype!(a.dtype(), "index_select", |T| {
-        let x = a.values::<T>()?;
-        emit::<T>(a, &out_dims, |out| {
-            let mut w = 0;
-            for o in 0..outer {
-                for &k in &idx {
-                    let src = (o * n + k) * inner;
-                    out[w..w + inner].copy_from_slice(&x[src..src + inner]);
-                    w += inner;
+        kernel::read_logical(a, |x: &[T]| {
+            emit::<T>(a, &out_dims, |out| {
+                let mut w = 0;
+                for o in 0..outer {
+                    for &k in &idx {
+                        let src = (o * n + k) * inner;
+                        out[w..w + inner].copy_from_slice(&x[src..src + inner]);
+                        w += inner;
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            })
+        })?
     })
 }
 
@@ -434,13 +435,14 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     let at = scattered("gather", &dims, axis, indices)?;
     let out_dims = indices.dims();
     by_dtype!(a.dtype(), "gather", |T| {
-        let x = a.values::<T>()?;
-        emit::<T>(a, &out_dims, |out| {
-            for (o, &q) in out.iter_mut().zip(&at) {
-                *o = x[q];
-            }
-            Ok(())
-        })
+        kernel::read_logical(a, |x: &[T]| {
+            emit::<T>(a, &out_dims, |out| {
+                for (o, &q) in out.iter_mut().zip(&at) {
+                    *o = x[q];
+                }
+                Ok(())
+            })
+        })?
     })
 }
 
@@ -511,14 +513,17 @@ fn add_into<T: Element + std::ops::AddAssign>(
     at: &[usize],
     from: &[usize],
 ) -> Result<Tensor> {
-    let (x, s) = (a.values::<T>()?, src.values::<T>()?);
-    emit::<T>(a, dims, |out| {
-        out.copy_from_slice(&x);
-        for (&q, &r) in at.iter().zip(from) {
-            out[q] += s[r];
-        }
-        Ok(())
-    })
+    kernel::read_logical(a, |x: &[T]| {
+        kernel::read_logical(src, |s: &[T]| {
+            emit::<T>(a, dims, |out| {
+                out.copy_from_slice(x);
+                for (&q, &r) in at.iter().zip(from) {
+                    out[q] += s[r];
+                }
+                Ok(())
+            })
+        })
+    })??
 }
 
 /// Rows of `weight` (`[V, D]`) picked by `ids` (Int32, any shape): the result has shape
@@ -553,13 +558,14 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     let mut out_dims = ids.dims();
     out_dims.push(d);
     by_dtype!(weight.dtype(), "embedding", |T| {
-        let w = weight.values::<T>()?;
-        emit::<T>(weight, &out_dims, |out| {
-            for (k, &id) in ids_v.iter().enumerate() {
-                out[k * d..(k + 1) * d].copy_from_slice(&w[id * d..(id + 1) * d]);
-            }
-            Ok(())
-        })
+        kernel::read_logical(weight, |w: &[T]| {
+            emit::<T>(weight, &out_dims, |out| {
+                for (k, &id) in ids_v.iter().enumerate() {
+                    out[k * d..(k + 1) * d].copy_from_slice(&w[id * d..(id + 1) * d]);
+                }
+                Ok(())
+            })
+        })?
     })
 }
 

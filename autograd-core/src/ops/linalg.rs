@@ -4,10 +4,9 @@
 use std::sync::Arc;
 
 use crate::error::{ensure, Result};
-use crate::gemm::{gemm_f32, MatMut, MatRef};
-use crate::kernel::{self, Elements};
+use crate::kernel::{self, gemm_f32, MatMut};
 use crate::layout::Layout;
-use crate::ops::broadcast_to;
+use crate::ops::{broadcast_to, squeeze, unsqueeze};
 use crate::{differentiable, Tensor};
 
 /// Which operand of a product is used transposed.
@@ -15,38 +14,6 @@ use crate::{differentiable, Tensor};
 struct Trans {
     a: bool,
     b: bool,
-}
-
-/// The matrix of batch `index` of `e` (whose last two top-level modes are the matrix), as a
-/// strided view; `None` when either matrix mode is nested (the caller then copies).
-fn matrix<'a>(
-    e: &Elements<'a, f32>,
-    index: &[usize],
-    transpose: bool,
-) -> Result<Option<MatRef<'a>>> {
-    let l = e.layout();
-    let r = l.rank();
-    if !l.mode_is_leaf(r - 2) || !l.mode_is_leaf(r - 1) {
-        return Ok(None);
-    }
-    let mut coord = index.to_vec();
-    coord.extend([0, 0]);
-    let (data, offset) = e.storage();
-    let (rows, cols) = (l.mode_leaves(r - 2)[0], l.mode_leaves(r - 1)[0]);
-    let m = MatRef {
-        data,
-        offset: offset
-            + if l.size() == 0 {
-                0
-            } else {
-                l.offset_of_top(&coord)?
-            },
-        rows: rows.extent,
-        cols: cols.extent,
-        row_stride: rows.stride,
-        col_stride: cols.stride,
-    };
-    Ok(Some(if transpose { m.t() } else { m }))
 }
 
 /// `t` with every mode flat, copying only when a matrix mode is nested.
@@ -66,7 +33,7 @@ fn split_dims(t: &Tensor, what: &str) -> Result<(Vec<usize>, usize, usize)> {
     ensure!(
         dims.len() >= 2,
         Value,
-        "{what}: operand of shape {} needs at least two axes (a matrix); unsqueeze a vector first",
+        "{what}: operand of shape {} needs at least two axes (a matrix)",
         t.shape()
     );
     let n = dims.len();
@@ -110,7 +77,7 @@ fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
                     advance(&mut index, &batch);
                 }
                 let (Some(ma), Some(mb)) =
-                    (matrix(&ea, &index, trans.a)?, matrix(&eb, &index, trans.b)?)
+                    (ea.matrix(&index, trans.a)?, eb.matrix(&index, trans.b)?)
                 else {
                     crate::error::bail!(
                         Runtime,
@@ -160,18 +127,44 @@ fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     product(a, b, Trans { a: false, b: false })
 }
 
-/// The matrix product `a · b` of `[..., m, k]` and `[..., k, n]` (at least two axes each):
-/// batch axes broadcast as numpy's `matmul` does (through the differentiable `broadcast_to`,
-/// so a broadcast operand's gradient sums over the batch), and a transposed or sliced operand
-/// reaches the GEMM kernel through its strides, without a copy.
+/// The matrix product `a · b` of `[..., m, k]` and `[..., k, n]`: batch axes broadcast as
+/// numpy's `matmul` does (through the differentiable `broadcast_to`, so a broadcast operand's
+/// gradient sums over the batch), and a transposed or sliced operand reaches the GEMM kernel
+/// through its strides, without a copy. A vector operand is promoted as PyTorch does: `[k]`
+/// on the left is a row `[1, k]`, on the right a column `[k, 1]`, and the promoted axis is
+/// removed from the result (two vectors give their dot product, a scalar). A scalar operand
+/// is `Error::Value`.
 ///
 /// ```
 /// use autograd_core::{ops::matmul, shape, Tensor};
 /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2]).unwrap();
 /// let b = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0], shape![2, 2]).unwrap();
 /// assert_eq!(matmul(&a, &b).unwrap().values::<f32>().unwrap(), [19.0, 22.0, 43.0, 50.0]);
+/// let v = Tensor::from_vec(vec![1.0f32, 1.0], shape![2]).unwrap();
+/// assert_eq!(matmul(&a, &v).unwrap().values::<f32>().unwrap(), [3.0, 7.0]);
 /// ```
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (ra, rb) = (a.dims().len(), b.dims().len());
+    ensure!(
+        ra >= 1 && rb >= 1,
+        Value,
+        "matmul: operands of shapes {} and {} must have at least one axis each",
+        a.shape(),
+        b.shape()
+    );
+    match (ra, rb) {
+        (1, 1) => squeeze(
+            &squeeze(&matrix_matmul(&unsqueeze(a, 0)?, &unsqueeze(b, 1)?)?, 1)?,
+            0,
+        ),
+        (1, _) => squeeze(&matrix_matmul(&unsqueeze(a, 0)?, b)?, rb - 2),
+        (_, 1) => squeeze(&matrix_matmul(a, &unsqueeze(b, 1)?)?, ra - 1),
+        _ => matrix_matmul(a, b),
+    }
+}
+
+/// [`matmul`] of operands with at least two axes each.
+fn matrix_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (batch_a, m, _) = split_dims(a, "matmul")?;
     let (batch_b, _, n) = split_dims(b, "matmul")?;
     if batch_a == batch_b {
