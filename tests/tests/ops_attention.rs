@@ -5,7 +5,9 @@
 //! for causality, and for bad input that changes nothing.
 
 use autograd_core::ops::{add, mul, sum};
-use autograd_core::{grad, gradcheck, ErrorKind, GradOptions, GradcheckOptions, Result, Tensor};
+use autograd_core::{
+    grad, gradcheck, graph_bytes, ErrorKind, GradOptions, GradcheckOptions, Result, Tensor,
+};
 use autograd_ops::{causal_attention, flash_causal_attention};
 use autograd_tests::{noise, strided, t, vals};
 use proptest::prelude::*;
@@ -321,4 +323,32 @@ fn empty_batches_and_sequences_give_empty_results() {
             dims
         );
     }
+}
+
+#[test]
+fn the_flash_form_keeps_row_statistics_where_the_materialised_form_keeps_probabilities() {
+    // W8's shape: what each form holds between forward and backward
+    let dims = [8, 4, 256, 32];
+    let [b, h, n, d] = dims;
+    let [q, k, v] = qkv(dims, 16);
+    let f = flash_causal_attention(&q, &k, &v, None).unwrap();
+    let (o, p) = causal_attention(&q, &k, &v, None).unwrap();
+    let (flash, materialised) = (graph_bytes(&f).unwrap(), graph_bytes(&o).unwrap());
+    assert_eq!(
+        graph_bytes(&p).unwrap(),
+        materialised,
+        "one node for both outputs"
+    );
+    // q, k, v and the context (B·H·T·D floats each), plus one logsumexp per row
+    let context = b * h * n * d * 4;
+    assert_eq!(flash, 4 * context + b * h * n * 4);
+    // q, k, v, the context and the probabilities (B·H·T² floats)
+    assert_eq!(materialised, 4 * context + b * h * n * n * 4);
+    assert_eq!(materialised - flash, b * h * n * (n - 1) * 4);
+    sum(&f).unwrap().backward().unwrap();
+    assert_eq!(
+        graph_bytes(&f).unwrap(),
+        0,
+        "a released graph holds nothing"
+    );
 }
