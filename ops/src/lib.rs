@@ -16,3 +16,5 @@ pub mod layers;
 pub mod optim;
 pub use layers::{Embedding, Linear};
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+mod attention;
+pub use attention::{causal_attention, flash_causal_attention};

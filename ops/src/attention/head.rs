@@ -1,0 +1,292 @@
+//! One head at a time: inputs read head by head into per-head buffers padded to whole blocks
+//! (reused across the heads a thread handles), results in pooled storage, and the split of heads
+//! across threads.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
+use rayon::prelude::*;
+
+use super::geometry::Dims;
+use super::tile::BLOCK;
+
+/// The gradients of one head's q, k and v (`T x D` each, row-major), and which are wanted.
+#[derive(Debug)]
+pub(super) struct HeadGrads<'a> {
+    pub dq: &'a mut [f32],
+    pub dk: &'a mut [f32],
+    pub dv: &'a mut [f32],
+    pub want: Want,
+}
+
+/// Which of q, k and v need a gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Want {
+    pub q: bool,
+    pub k: bool,
+    pub v: bool,
+}
+
+/// Per-thread buffers of one head, padded to `T_p = blocks · BLOCK` rows (padding rows are
+/// zero, so padded queries and keys contribute nothing that is kept).
+#[derive(Debug)]
+pub(super) struct Scratch {
+    /// `T_p x D`: the queries times the scale.
+    pub q: Vec<f32>,
+    /// `T_p x D`: the keys.
+    pub k: Vec<f32>,
+    /// `D x T_p`: the keys transposed (score tiles read key columns as rows).
+    pub kt: Vec<f32>,
+    /// `T_p x D`: the values.
+    pub v: Vec<f32>,
+    /// `D x T_p`: the values transposed.
+    pub vt: Vec<f32>,
+    /// `T_p x D`: the cotangent of the context.
+    pub go: Vec<f32>,
+    /// `T_p x D` accumulators: the context, or the gradients of q, k and v.
+    pub acc_q: Vec<f32>,
+    pub acc_k: Vec<f32>,
+    pub acc_v: Vec<f32>,
+    /// `T_p` row statistics (logsumexp, delta).
+    pub lse: Vec<f32>,
+    pub delta: Vec<f32>,
+    /// `BLOCK x T_p` rows of probabilities and of their cotangents (materialised form).
+    pub panel: Vec<f32>,
+    pub dpanel: Vec<f32>,
+    /// One head of an input on its way to a transposed buffer.
+    pub tmp: Vec<f32>,
+    /// `BLOCK x BLOCK` tiles.
+    pub s: Box<[f32; BLOCK * BLOCK]>,
+    pub ds: Box<[f32; BLOCK * BLOCK]>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            q: Vec::new(),
+            k: Vec::new(),
+            kt: Vec::new(),
+            v: Vec::new(),
+            vt: Vec::new(),
+            go: Vec::new(),
+            acc_q: Vec::new(),
+            acc_k: Vec::new(),
+            acc_v: Vec::new(),
+            lse: Vec::new(),
+            delta: Vec::new(),
+            panel: Vec::new(),
+            dpanel: Vec::new(),
+            tmp: Vec::new(),
+            s: Box::new([0.0; BLOCK * BLOCK]),
+            ds: Box::new([0.0; BLOCK * BLOCK]),
+        }
+    }
+}
+
+/// An input of the attention kernels, read one head at a time: a CPU tensor is read in place
+/// under a short read lock per access (never two locks at once, so q, k and v may share
+/// storage), any other carrier through one compact copy made up front.
+#[derive(Debug)]
+pub(super) struct Input<'a> {
+    tensor: &'a Tensor,
+    copy: Option<Vec<f32>>,
+}
+
+impl<'a> Input<'a> {
+    pub fn new(tensor: &'a Tensor) -> Result<Input<'a>> {
+        let in_place =
+            tensor.subtensor_count() == 1 && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
+        let copy = if in_place {
+            None
+        } else {
+            Some(tensor.values::<f32>()?)
+        };
+        Ok(Input { tensor, copy })
+    }
+
+    /// The tensor read.
+    pub fn tensor(&self) -> &'a Tensor {
+        self.tensor
+    }
+
+    /// Copies the elements at logical (row-major) positions `start..start + dst.len()`.
+    pub fn copy_out(&self, start: usize, dst: &mut [f32]) -> Result<()> {
+        let end = start + dst.len();
+        if let Some(copy) = &self.copy {
+            let Some(src) = copy.get(start..end) else {
+                bail!(
+                    Runtime,
+                    "attention: positions {start}..{end} are out of range"
+                );
+            };
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
+        kernel::read::<f32, _>(self.tensor, |e| {
+            ensure!(
+                end <= e.len(),
+                Runtime,
+                "attention: positions {start}..{end} are out of range"
+            );
+            match e.as_slice() {
+                Some(all) => dst.copy_from_slice(&all[start..end]),
+                None => e.copy_range(start, dst),
+            }
+            Ok(())
+        })?
+    }
+}
+
+/// `dst` (`T_p x D`) = `factor ·` head `head` of `src` (`T x D`), with zero padding rows.
+pub(super) fn pack_rows(
+    dst: &mut Vec<f32>,
+    src: &Input<'_>,
+    head: usize,
+    g: &Dims,
+    factor: f32,
+) -> Result<()> {
+    let n = g.head_len();
+    zeroed(dst, g.padded() * g.d);
+    src.copy_out(head * n, &mut dst[..n])?;
+    if factor != 1.0 {
+        for x in &mut dst[..n] {
+            *x *= factor;
+        }
+    }
+    Ok(())
+}
+
+/// `dst` (`D x T_p`) = head `head` of `src` (`T x D`) transposed, with zero padding columns;
+/// `tmp` holds the head on the way.
+pub(super) fn pack_transposed(
+    dst: &mut Vec<f32>,
+    tmp: &mut Vec<f32>,
+    src: &Input<'_>,
+    head: usize,
+    g: &Dims,
+) -> Result<()> {
+    let (n, tp, d) = (g.head_len(), g.padded(), g.d);
+    zeroed(tmp, n);
+    src.copy_out(head * n, tmp)?;
+    zeroed(dst, d * tp);
+    for (r, row) in tmp.chunks_exact(d).enumerate() {
+        for (x, &value) in row.iter().enumerate() {
+            dst[x * tp + r] = value;
+        }
+    }
+    Ok(())
+}
+
+/// `buf` as `len` zeros.
+pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) {
+    buf.clear();
+    buf.resize(len, 0.0);
+}
+
+/// Two fresh zeroed compact row-major Float32 results of extents `a` and `b` in `like`'s
+/// carrier class (large ones from the kernel layer's buffer pool), written by `f`.
+pub(super) fn results2(
+    like: &Tensor,
+    a: &[usize],
+    b: &[usize],
+    f: impl FnOnce(&mut [f32], &mut [f32]) -> Result<()>,
+) -> Result<(Tensor, Tensor)> {
+    let mut second = None;
+    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(a)?), |x| {
+        let layout = Arc::new(Layout::row_major(b)?);
+        second = Some(kernel::fresh::<f32>(like, layout, |y| f(x, y))?);
+        Ok(())
+    })?;
+    match second {
+        Some(second) => Ok((first, second)),
+        None => bail!(Runtime, "attention: a result was not written"),
+    }
+}
+
+/// [`results2`] for three results of extents `dims`.
+pub(super) fn results3(
+    like: &Tensor,
+    dims: &[usize],
+    f: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut rest = None;
+    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(dims)?), |x| {
+        rest = Some(results2(like, dims, dims, |y, z| f(x, y, z))?);
+        Ok(())
+    })?;
+    match rest {
+        Some((second, third)) => Ok((first, second, third)),
+        None => bail!(Runtime, "attention: a result was not written"),
+    }
+}
+
+/// Scratch a thread keeps between calls when it stays at most this many floats (larger ones,
+/// from long sequences, go back to the allocator).
+const KEPT_SCRATCH: usize = 1 << 20;
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
+impl Scratch {
+    /// Floats held by the buffers.
+    fn capacity(&self) -> usize {
+        [
+            &self.q,
+            &self.k,
+            &self.kt,
+            &self.v,
+            &self.vt,
+            &self.go,
+            &self.acc_q,
+            &self.acc_k,
+            &self.acc_v,
+            &self.lse,
+            &self.delta,
+            &self.panel,
+            &self.dpanel,
+            &self.tmp,
+        ]
+        .iter()
+        .map(|b| b.capacity())
+        .sum()
+    }
+}
+
+/// Runs `f` with this thread's kept scratch (a fresh one the first time), keeping it afterwards
+/// when it is small enough.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let kept = SCRATCH
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
+        .ok()
+        .flatten();
+    let mut scratch = kept.unwrap_or_default();
+    let r = f(&mut scratch);
+    if scratch.capacity() <= KEPT_SCRATCH {
+        let _ = SCRATCH.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = Some(scratch);
+            }
+        });
+    }
+    r
+}
+
+/// Runs `f` on every item (one per head) with a scratch of its thread: across rayon's threads
+/// (`kernel::threads()`, sized by `RAYON_NUM_THREADS`) when the work is large enough to pay for
+/// the split, else in order on the calling thread.
+pub(super) fn for_each_head<T: Send>(
+    g: &Dims,
+    items: Vec<T>,
+    f: impl Fn(T, &mut Scratch) -> Result<()> + Sync,
+) -> Result<()> {
+    if items.len() > 1 && kernel::threads() > 1 && g.work() >= kernel::PARALLEL_THRESHOLD {
+        items
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(|item| with_scratch(|s| f(item, s)))
+    } else {
+        with_scratch(|s| items.into_iter().try_for_each(|item| f(item, s)))
+    }
+}

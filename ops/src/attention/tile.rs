@@ -1,0 +1,363 @@
+//! The arithmetic of one head, tile by tile: score tiles `A · Bᵀ` of `BLOCK x BLOCK`, products
+//! accumulated into `BLOCK x D` row panels, a vectorisable `exp`, and row reductions.
+//!
+//! Every function here is `#[inline(always)]` and generic over [`Madd`], so that the per-head
+//! kernels instantiated inside a `#[target_feature]` wrapper (`isa.rs`) are compiled, loops and
+//! all, with that wrapper's vector instructions; accumulators are fixed-size arrays the compiler
+//! keeps in registers. Operands are padded to whole blocks by the caller, so no tile has a ragged
+//! edge.
+// The whole point of these helpers is to be inlined into the ISA-specific wrappers.
+#![allow(clippy::inline_always)]
+
+/// Rows (queries) and columns (keys) of one tile. The causal mask follows block boundaries:
+/// a query block sees the key blocks up to and including its own.
+pub(super) const BLOCK: usize = 64;
+
+/// Columns of `D` one register tile covers.
+const DC: usize = 32;
+
+/// Half a tile's columns: a score micro-tile is 2 rows by `HALF` columns.
+const HALF: usize = BLOCK / 2;
+
+/// `a * b + c`: fused where the CPU has FMA, two roundings otherwise.
+pub(super) trait Madd {
+    fn madd(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// `f32::mul_add`, for code compiled with FMA enabled (a single instruction there).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fused;
+
+/// `a * b + c` with two roundings, for CPUs without FMA (where `mul_add` is a library call).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Split;
+
+impl Madd for Fused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Madd for Split {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+/// `s[r][c] = Σ_x a[r·d + x] · bt[x·ldb + c]` for `r, c < BLOCK`: the scores of a block of
+/// rows of `a` (`BLOCK x d`, row-major) against `BLOCK` columns of a transposed operand `bt`
+/// (`d` rows of stride `ldb`, starting at the block's first column). On a `diagonal` tile only
+/// entries with `c <= r` are needed: register tiles wholly above the diagonal are left zero.
+#[inline(always)]
+pub(super) fn scores<M: Madd>(
+    a: &[f32],
+    bt: &[f32],
+    ldb: usize,
+    d: usize,
+    diagonal: bool,
+    s: &mut [f32; BLOCK * BLOCK],
+) {
+    for r in (0..BLOCK).step_by(2) {
+        let (Some(a0), Some(a1)) = (a.get(r * d..(r + 1) * d), a.get((r + 1) * d..(r + 2) * d))
+        else {
+            return;
+        };
+        for half in 0..2 {
+            let mut acc = [[0.0f32; HALF]; 2];
+            if diagonal && half * HALF > r + 1 {
+                let at = r * BLOCK + half * HALF;
+                s[at..at + HALF].fill(0.0);
+                s[at + BLOCK..at + BLOCK + HALF].fill(0.0);
+                continue;
+            }
+            for x in 0..d {
+                let Some(b) = bt
+                    .get(x * ldb + half * HALF..)
+                    .and_then(<[f32]>::first_chunk::<HALF>)
+                else {
+                    return;
+                };
+                let (p, q) = (a0[x], a1[x]);
+                for c in 0..HALF {
+                    acc[0][c] = M::madd(p, b[c], acc[0][c]);
+                    acc[1][c] = M::madd(q, b[c], acc[1][c]);
+                }
+            }
+            let at = r * BLOCK + half * HALF;
+            s[at..at + HALF].copy_from_slice(&acc[0]);
+            s[at + BLOCK..at + BLOCK + HALF].copy_from_slice(&acc[1]);
+        }
+    }
+}
+
+/// A coefficient matrix read with strides: entry `(i, j)` is `data[i·row + j·col]`, so a tile
+/// and its transpose are the same data.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Coef<'a> {
+    pub data: &'a [f32],
+    pub row: usize,
+    pub col: usize,
+}
+
+/// Which coefficients of a product may be nonzero (causal tiles are triangular).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tri {
+    /// All of them.
+    Full,
+    /// `coef(i, j)` with `j <= i + offset` (a probability tile: key `j` visible to query `i`).
+    Lower(usize),
+    /// `coef(i, j)` with `j >= i` (a transposed diagonal probability tile).
+    Upper,
+}
+
+/// `out[i·d + y] += Σ_{j < inner} coef(i, j) · b[j·d + y]` for `i < BLOCK`, `y < d`: a product
+/// accumulated into a `BLOCK x d` row-major panel, `b` being `inner x d` row-major; terms that
+/// `tri` says are zero are skipped.
+#[inline(always)]
+pub(super) fn accumulate<M: Madd>(
+    out: &mut [f32],
+    coef: Coef<'_>,
+    b: &[f32],
+    (inner, tri): (usize, Tri),
+    d: usize,
+) {
+    let full = d / DC * DC;
+    for i in (0..BLOCK).step_by(2) {
+        let (c0, c1) = (i * coef.row, (i + 1) * coef.row);
+        let (lo, hi) = match tri {
+            Tri::Full => (0, inner),
+            Tri::Lower(offset) => (0, (i + 2 + offset).min(inner)),
+            Tri::Upper => (i.min(inner), inner),
+        };
+        for y0 in (0..full).step_by(DC) {
+            let mut acc = [[0.0f32; DC]; 2];
+            for j in lo..hi {
+                let (Some(&p), Some(&q), Some(row)) = (
+                    coef.data.get(c0 + j * coef.col),
+                    coef.data.get(c1 + j * coef.col),
+                    b.get(j * d + y0..).and_then(<[f32]>::first_chunk::<DC>),
+                ) else {
+                    return;
+                };
+                for y in 0..DC {
+                    acc[0][y] = M::madd(p, row[y], acc[0][y]);
+                    acc[1][y] = M::madd(q, row[y], acc[1][y]);
+                }
+            }
+            for (k, a) in acc.iter().enumerate() {
+                let at = (i + k) * d + y0;
+                for (o, a) in out[at..at + DC].iter_mut().zip(a) {
+                    *o += a;
+                }
+            }
+        }
+        if full < d {
+            for k in 0..2 {
+                let start = (i + k) * d;
+                let Some(o) = out.get_mut(start + full..start + d) else {
+                    return;
+                };
+                for j in lo..hi {
+                    let (Some(&p), Some(row)) = (
+                        coef.data.get(c0 + k * coef.row + j * coef.col),
+                        b.get(j * d + full..(j + 1) * d),
+                    ) else {
+                        return;
+                    };
+                    for (o, &x) in o.iter_mut().zip(row) {
+                        *o = M::madd(p, x, *o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `e^x` to about 2 ulp for `x` in Float32's range (clamped to it; `-inf` gives a tiny positive
+/// number, so callers zero masked entries themselves). Cephes' `expf`: `x = n ln 2 + r`,
+/// `|r| <= ln 2 / 2`, a degree-6 polynomial for `e^r`, and `2^n` built from its exponent bits.
+#[inline(always)]
+pub(super) fn exp<M: Madd>(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 · 2^23: adding it rounds to an integer, held in the low mantissa bits
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let big = M::madd(x, LOG2E, ROUND);
+    let n = big - ROUND;
+    let bits = big.to_bits().wrapping_sub(ROUND.to_bits());
+    let r = M::madd(n, -LN2_HI, x);
+    let r = M::madd(n, -LN2_LO, r);
+    let mut p = 1.987_569_2e-4f32;
+    p = M::madd(p, r, 1.398_199_9e-3);
+    p = M::madd(p, r, 8.333_452e-3);
+    p = M::madd(p, r, 4.166_579_6e-2);
+    p = M::madd(p, r, 0.166_666_65);
+    p = M::madd(p, r, 0.5);
+    let e = M::madd(p, r * r, r) + 1.0;
+    e * f32::from_bits(bits.wrapping_add(127) << 23)
+}
+
+/// The largest of `xs` (`-inf` for none), with eight running maxima so it vectorises.
+#[inline(always)]
+pub(super) fn max(xs: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            m[l] = m[l].max(c[l]);
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    m.iter().fold(tail, |a, &b| a.max(b))
+}
+
+/// `Σ xs`, with eight running sums so it vectorises.
+#[inline(always)]
+pub(super) fn sum(xs: &[f32]) -> f32 {
+    let mut s = [0.0f32; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            s[l] += c[l];
+        }
+    }
+    chunks.remainder().iter().sum::<f32>() + s.iter().sum::<f32>()
+}
+
+/// `Σ a[i] · b[i]`, with eight running sums so it vectorises.
+#[inline(always)]
+pub(super) fn dot<M: Madd>(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = [0.0f32; 8];
+    let (mut ca, mut cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..8 {
+            s[l] = M::madd(x[l], y[l], s[l]);
+        }
+    }
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    tail + s.iter().sum::<f32>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_close_to_std_over_the_range_softmax_uses() {
+        let mut worst = 0.0f64;
+        for i in 0..=20_000 {
+            let x = -87.0 + f64::from(i) * (87.0 + 10.0) / 20_000.0;
+            let got = f64::from(exp::<Split>(x as f32));
+            let want = (x as f32 as f64).exp();
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert!(worst < 1e-6, "relative error {worst}");
+        assert_eq!(exp::<Split>(0.0), 1.0);
+        assert!(exp::<Split>(f32::NEG_INFINITY) < 1e-37);
+    }
+
+    #[test]
+    fn tiles_match_plain_loops() {
+        let d = 37; // one full register tile of D and a ragged rest
+        let a: Vec<f32> = (0..BLOCK * d)
+            .map(|i| ((i * 7) % 13) as f32 - 6.0)
+            .collect();
+        let ldb = BLOCK + 5;
+        let bt: Vec<f32> = (0..d * ldb).map(|i| ((i * 5) % 11) as f32 - 5.0).collect();
+        let mut s = [0.0f32; BLOCK * BLOCK];
+        scores::<Split>(&a, &bt, ldb, d, false, &mut s);
+        for r in 0..BLOCK {
+            for c in 0..BLOCK {
+                let want: f32 = (0..d).map(|x| a[r * d + x] * bt[x * ldb + c]).sum();
+                assert_eq!(s[r * BLOCK + c], want);
+            }
+        }
+        // out += sᵀ · b, with s read transposed through its strides
+        let inner = BLOCK;
+        let b: Vec<f32> = (0..inner * d).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+        let mut out = vec![1.0f32; BLOCK * d];
+        let coef = Coef {
+            data: &s,
+            row: 1,
+            col: BLOCK,
+        };
+        accumulate::<Split>(&mut out, coef, &b, (inner, Tri::Full), d);
+        for i in 0..BLOCK {
+            for y in 0..d {
+                let want: f32 = 1.0
+                    + (0..inner)
+                        .map(|j| s[j * BLOCK + i] * b[j * d + y])
+                        .sum::<f32>();
+                assert_eq!(out[i * d + y], want, "({i}, {y})");
+            }
+        }
+    }
+
+    #[test]
+    fn triangular_products_skip_only_zero_terms() {
+        let d = 40;
+        let inner = 2 * BLOCK;
+        let b: Vec<f32> = (0..inner * d).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+        // coef(i, j) zero above j = i + BLOCK (Lower(BLOCK)) or below j = i (Upper)
+        for (tri, keep) in [
+            (
+                Tri::Lower(BLOCK),
+                (|i, j| j <= i + BLOCK) as fn(usize, usize) -> bool,
+            ),
+            (Tri::Upper, |i, j| j >= i),
+        ] {
+            let coef: Vec<f32> = (0..BLOCK * inner)
+                .map(|p| {
+                    let (i, j) = (p / inner, p % inner);
+                    if keep(i, j) {
+                        ((p * 5) % 9) as f32 - 4.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let c = Coef {
+                data: &coef,
+                row: inner,
+                col: 1,
+            };
+            let (mut full, mut part) = (vec![0.0f32; BLOCK * d], vec![0.0f32; BLOCK * d]);
+            accumulate::<Split>(&mut full, c, &b, (inner, Tri::Full), d);
+            accumulate::<Split>(&mut part, c, &b, (inner, tri), d);
+            assert_eq!(full, part, "{tri:?}");
+        }
+    }
+
+    #[test]
+    fn diagonal_scores_keep_every_entry_on_or_below_the_diagonal() {
+        let d = 5;
+        let a: Vec<f32> = (0..BLOCK * d)
+            .map(|i| ((i * 7) % 13) as f32 - 6.0)
+            .collect();
+        let bt: Vec<f32> = (0..d * BLOCK)
+            .map(|i| ((i * 5) % 11) as f32 - 5.0)
+            .collect();
+        let (mut full, mut diag) = ([0.0f32; BLOCK * BLOCK], [0.0f32; BLOCK * BLOCK]);
+        scores::<Split>(&a, &bt, BLOCK, d, false, &mut full);
+        scores::<Split>(&a, &bt, BLOCK, d, true, &mut diag);
+        for r in 0..BLOCK {
+            assert_eq!(
+                full[r * BLOCK..=r * BLOCK + r],
+                diag[r * BLOCK..=r * BLOCK + r]
+            );
+        }
+    }
+}
