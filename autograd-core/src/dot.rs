@@ -139,7 +139,7 @@ fn draw_node(
 ) {
     let node = &*seen.node;
     let mut label = format!(
-        "{}\\n{}\\n-> {}",
+        "{}\\n{}\\nout {}",
         escape(node.name()),
         node.id(),
         escape(&seen.result)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use autograd_core::ops::{add, gelu, linear, matmul, mul, narrow, sum, tanh};
 use autograd_core::{
-    checkpoint, grad, graph_bytes, gradcheck, no_grad, shape, stride, ErrorKind, GradOptions,
+    checkpoint, grad, gradcheck, graph_bytes, no_grad, shape, stride, ErrorKind, GradOptions,
     GradcheckOptions, Layout, Result, Tensor,
 };
 use autograd_tests::{grad_vals, kind, noise, t, vals};
@@ -275,7 +275,10 @@ fn dependencies_must_be_unique_differentiable_leaves() {
     let w = t(&noise(6, 90), &[3, 2]);
     let region = |a: &[Tensor]| Ok(a[0].clone());
     let computed = tanh(&w).unwrap();
-    assert_eq!(kind(checkpoint(&[&x], &[&computed], region)), ErrorKind::Value);
+    assert_eq!(
+        kind(checkpoint(&[&x], &[&computed], region)),
+        ErrorKind::Value
+    );
     assert_eq!(kind(checkpoint(&[&x], &[&w, &w], region)), ErrorKind::Value);
     assert_eq!(kind(checkpoint(&[&x], &[&x], region)), ErrorKind::Value);
     let ints = Tensor::from_vec(vec![1i64, 2], shape![2]).unwrap();
@@ -289,7 +292,10 @@ fn the_first_run_keeps_no_interior_graph_and_no_grad_records_nothing() {
     let x = input(2, 3, 11);
     let y = checkpoint(&[&x], &[], |a| {
         let inner = tanh(&a[0])?;
-        assert!(inner.autograd_ctx().is_none(), "the first run records nothing");
+        assert!(
+            inner.autograd_ctx().is_none(),
+            "the first run records nothing"
+        );
         Ok(inner)
     })
     .unwrap();
@@ -339,9 +345,7 @@ fn an_eight_block_stack_checkpointed_keeps_a_fraction_of_the_saved_bytes() {
         .flat_map(|b| b.params().map(Tensor::size))
         .sum::<usize>()
         * 4;
-    eprintln!(
-        "saved bytes: plain {plain_bytes}, checkpointed {ck_bytes} (parameters {params})"
-    );
+    eprintln!("saved bytes: plain {plain_bytes}, checkpointed {ck_bytes} (parameters {params})");
     assert!(
         ck_bytes * 3 < plain_bytes,
         "checkpointed {ck_bytes} vs plain {plain_bytes}"

@@ -112,10 +112,7 @@ fn assert_failure_changes_nothing(
 
 #[test]
 fn a_count_mismatch_leaves_every_grad_unchanged() {
-    let e = assert_failure_changes_nothing(
-        |g, _x, y| Ok(vec![Some(mul(g, y)?)]),
-        ErrorKind::Value,
-    );
+    let e = assert_failure_changes_nothing(|g, _x, y| Ok(vec![Some(mul(g, y)?)]), ErrorKind::Value);
     assert!(e.message().contains("returned 1 gradients for 2"), "{e}");
 }
 
@@ -154,7 +151,10 @@ fn a_panicking_callback_is_a_runtime_error_and_changes_nothing() {
         |_, _, _| panic!("the callback blew up"),
         ErrorKind::Runtime,
     );
-    assert!(e.message().contains("panicked: the callback blew up"), "{e}");
+    assert!(
+        e.message().contains("panicked: the callback blew up"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -207,7 +207,8 @@ fn contributions_in_the_inputs_class_accumulate_there() {
     let x = tc(&[2.0, 3.0], &[2]);
     let value = tc(&[4.0, 9.0], &[2]);
     let p = custom_gradient(value, &[&x], |g| Ok(vec![Some(g.clone())])).unwrap();
-    p.backward_with(Some(&tc(&[1.0, 2.0], &[2])), false).unwrap();
+    p.backward_with(Some(&tc(&[1.0, 2.0], &[2])), false)
+        .unwrap();
     let g = x.grad().unwrap().unwrap();
     assert!(on_test_carrier(&g));
     assert_eq!(vals(&g), [1.0, 2.0]);
