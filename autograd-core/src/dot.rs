@@ -34,14 +34,14 @@ use crate::tensor::Tensor;
 /// # Ok::<(), autograd_core::Error>(())
 /// ```
 pub fn to_dot(t: &Tensor) -> Result<String> {
-    render(t, None)
+    Ok(render(t, None))
 }
 
 /// [`to_dot`] with each node that ran in `profile` labelled with its backward time and the
 /// bytes of gradients it produced, and shaded by its share of the traversal's time. Profile
 /// with `retain_graph` to draw the graph afterwards.
 pub fn to_dot_with_profile(t: &Tensor, profile: &BackwardProfile) -> Result<String> {
-    render(t, Some(profile))
+    Ok(render(t, Some(profile)))
 }
 
 /// What the walk learned of one node before drawing it.
@@ -50,16 +50,16 @@ struct Seen {
     /// The shape and dtype of the result through which the node was first reached.
     result: String,
     root: bool,
-    /// The `.grad` of a result that retains its gradient: `Some(None)` while it holds none.
-    retained: Option<Option<String>>,
+    /// The marking of a result that retains its gradient (with the `.grad` it holds).
+    retained: Option<String>,
 }
 
-fn render(t: &Tensor, profile: Option<&BackwardProfile>) -> Result<String> {
+fn render(t: &Tensor, profile: Option<&BackwardProfile>) -> String {
     let mut out = String::from("digraph autograd {\n  node [fontname=\"monospace\"];\n");
     let Some((root, _)) = t.autograd_result() else {
         draw_leaf(&mut out, t, true);
         out.push_str("}\n");
-        return Ok(out);
+        return out;
     };
     let mut nodes: Vec<Seen> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
@@ -115,7 +115,7 @@ fn render(t: &Tensor, profile: Option<&BackwardProfile>) -> Result<String> {
     out.push_str(&leaf_lines);
     out.push_str(&edges);
     out.push_str("}\n");
-    Ok(out)
+    out
 }
 
 /// `[2, 3] float32`-style description of a tensor.
@@ -123,12 +123,15 @@ fn describe(t: &Tensor) -> String {
     format!("{} {}", t.shape(), t.dtype())
 }
 
-/// What to show of a non-leaf tensor's retained gradient, `None` when it retains none.
-fn retained(t: &Tensor) -> Option<Option<String>> {
+/// The marking of a non-leaf tensor that retains its gradient, `None` when it does not.
+fn retained(t: &Tensor) -> Option<String> {
     if !t.retains_grad() {
         return None;
     }
-    Some(t.state().grad.as_ref().map(|g| g.shape().to_string()))
+    Some(match &t.state().grad {
+        Some(g) => format!("\\n[retains grad: {}]", escape(&g.shape().to_string())),
+        None => "\\n[retains grad]".to_owned(),
+    })
 }
 
 fn draw_node(
@@ -159,12 +162,8 @@ fn draw_node(
     if seen.root {
         label.push_str("\\n[root]");
     }
-    match &seen.retained {
-        Some(Some(g)) => {
-            let _ = write!(label, "\\n[retains grad: {}]", escape(g));
-        }
-        Some(None) => label.push_str("\\n[retains grad]"),
-        None => {}
+    if let Some(marking) = &seen.retained {
+        label.push_str(marking);
     }
     let mut styles = Vec::new();
     if node.is_released() {
