@@ -8,10 +8,10 @@
 //! or counted twice). The replay runs a functional `grad`, which never reads or writes `.grad`,
 //! from inside the node's VJP: the engine is re-entrant.
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use crate::autograd::{grad, GradOptions};
-use crate::carrier::Carrier;
 use crate::custom_gradient::guarded;
 use crate::dtype::DType;
 use crate::engine::IdSet;
@@ -136,11 +136,14 @@ fn replay_args(inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// What a replay must reproduce of the first run's result.
+/// What a replay must reproduce of the first run's result. The carrier class is kept by
+/// identity and name, not by a carrier handle, which would keep the first result's storage
+/// alive.
 struct Signature {
     layout: Arc<Layout>,
     dtype: DType,
-    class: Arc<dyn Carrier>,
+    class: TypeId,
+    class_name: &'static str,
 }
 
 impl Signature {
@@ -148,7 +151,8 @@ impl Signature {
         Signature {
             layout: t.layout_arc().clone(),
             dtype: t.dtype().clone(),
-            class: t.part_carrier(0).clone(),
+            class: t.part_carrier(0).class_id(),
+            class_name: t.part_carrier(0).class_name(),
         }
     }
 
@@ -163,12 +167,12 @@ impl Signature {
                 self.layout
             )
         } else if replayed.subtensor_count() != 1
-            || !replayed.part_carrier(0).same_class(&*self.class)
+            || replayed.part_carrier(0).class_id() != self.class
         {
             format!(
                 "a {} carrier (first run: {})",
                 replayed.part_carrier(0).class_name(),
-                self.class.class_name()
+                self.class_name
             )
         } else {
             return Ok(());

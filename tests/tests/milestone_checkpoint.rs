@@ -358,3 +358,59 @@ fn an_eight_block_stack_checkpointed_keeps_a_fraction_of_the_saved_bytes() {
     );
     assert_close(&reference, &got, 1e-5);
 }
+
+#[test]
+fn a_checkpoint_inside_a_checkpoint_replays_at_both_depths() {
+    // The outer replay records the inner checkpoint, whose VJP replays again inside the outer
+    // nested traversal: the engine re-enters twice.
+    let x = input(3, 8, 13);
+    let (inner, outer) = (Block::new(8, 16, 130), Block::new(8, 16, 140));
+    let mut leaves = vec![&x];
+    leaves.extend(inner.params());
+    leaves.extend(outer.params());
+
+    sum(&tanh(&outer.forward(&inner.forward(&x).unwrap()).unwrap()).unwrap())
+        .unwrap()
+        .backward()
+        .unwrap();
+    let reference = take_grads(&leaves);
+
+    let deps: Vec<&Tensor> = inner.params().into_iter().chain(outer.params()).collect();
+    let (i2, o2) = (inner.clone(), outer.clone());
+    let y = checkpoint(&[&x], &deps, move |a| o2.forward(&i2.checkpointed(&a[0])?)).unwrap();
+    sum(&tanh(&y).unwrap()).unwrap().backward().unwrap();
+    assert_close(&reference, &take_grads(&leaves), 1e-5);
+}
+
+#[test]
+fn checkpointed_traversals_on_several_threads_agree() {
+    let block = Block::new(8, 16, 150);
+    let expected = {
+        let x = input(2, 8, 14);
+        let y = grad(
+            &sum(&block.forward(&x).unwrap()).unwrap(),
+            &[&block.w1],
+            &t(&[1.0], &[1]),
+            GradOptions::default(),
+        )
+        .unwrap();
+        vals(y[0].as_ref().unwrap())
+    };
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let x = input(2, 8, 14);
+                let loss = sum(&block.checkpointed(&x).unwrap()).unwrap();
+                let g = grad(
+                    &loss,
+                    &[&block.w1],
+                    &t(&[1.0], &[1]),
+                    GradOptions::default(),
+                )
+                .unwrap();
+                let got = vals(g[0].as_ref().unwrap());
+                assert_close(&[expected.clone()], &[got], 1e-6);
+            });
+        }
+    });
+}
