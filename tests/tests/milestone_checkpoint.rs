@@ -409,7 +409,7 @@ fn checkpointed_traversals_on_several_threads_agree() {
                 )
                 .unwrap();
                 let got = vals(g[0].as_ref().unwrap());
-                assert_close(&[expected.clone()], &[got], 1e-6);
+                assert_close(std::slice::from_ref(&expected), &[got], 1e-6);
             });
         }
     });
