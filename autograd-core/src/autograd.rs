@@ -9,6 +9,7 @@ use crate::error::{bail, ensure, Result};
 use crate::gradient;
 use crate::layout::Layout;
 use crate::op::Node;
+use crate::profile::BackwardProfile;
 use crate::scalar::{with_capacity, Buffer};
 use crate::tensor::Tensor;
 
@@ -124,6 +125,16 @@ impl Tensor {
     ///
     /// On any error nothing changes: no `.grad`, no release.
     pub fn backward_with(&self, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
+        self.backward_impl(gradient, retain_graph, None)
+    }
+
+    /// [`Tensor::backward_with`], recording each node's figures into `profile` when given.
+    pub(crate) fn backward_impl(
+        &self,
+        gradient: Option<&Tensor>,
+        retain_graph: bool,
+        profile: Option<&mut BackwardProfile>,
+    ) -> Result<()> {
         self.ensure_differentiable("backward")?;
         ensure!(
             self.subtensor_count() == 1,
@@ -146,7 +157,7 @@ impl Tensor {
             staging.add(self, cotangent.clone())?;
         }
         let plan = Plan::discover(&root, k)?;
-        accumulate_from(&plan, cotangent, staging, retain_graph)
+        accumulate_from(&plan, cotangent, staging, retain_graph, profile)
     }
 
     fn unit_cotangent(&self) -> Result<Tensor> {
@@ -202,7 +213,13 @@ pub fn backwards_traversal(
 ) -> Result<()> {
     let Some(root) = operation else { return Ok(()) };
     let plan = Plan::discover(root, 0)?;
-    accumulate_from(&plan, gradient.clone(), Staging::default(), retain_graph)
+    accumulate_from(
+        &plan,
+        gradient.clone(),
+        Staging::default(),
+        retain_graph,
+        None,
+    )
 }
 
 /// Propagates `cotangent` through `plan` into `staging`, commits it to `.grad`, and (unless
@@ -212,6 +229,7 @@ fn accumulate_from(
     cotangent: Tensor,
     mut staging: Staging,
     retain_graph: bool,
+    profile: Option<&mut BackwardProfile>,
 ) -> Result<()> {
     let mut claim = if retain_graph {
         None
@@ -224,6 +242,7 @@ fn accumulate_from(
         &Sink::Accumulate,
         &mut staging,
         claim.as_mut(),
+        profile,
     )?;
     if let Some(claim) = &mut claim {
         claim.rest()?;
@@ -301,7 +320,14 @@ pub fn grad(
         }
         if let Some(plan) = &plan {
             let claim = claim.as_mut().filter(|_| k == last);
-            propagate(plan, cot, &Sink::Collect(&wanted), &mut staging, claim)?;
+            propagate(
+                plan,
+                cot,
+                &Sink::Collect(&wanted),
+                &mut staging,
+                claim,
+                None,
+            )?;
         }
         runs.push(staging.finish()?);
     }

@@ -9,6 +9,7 @@ use crate::error::{bail, ensure, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
 use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved};
+use crate::profile::BackwardProfile;
 use crate::tensor::Tensor;
 
 fn node_key(node: &Node) -> u64 {
@@ -458,6 +459,7 @@ pub(crate) fn propagate(
     sink: &Sink<'_>,
     staging: &mut Staging,
     mut claim: Option<&mut Claim<'_>>,
+    mut profile: Option<&mut BackwardProfile>,
 ) -> Result<()> {
     let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.slot_count());
     cotangents.resize_with(plan.slot_count(), || None);
@@ -504,12 +506,14 @@ pub(crate) fn propagate(
             keep || forward.is_some()
         };
         let claiming = claim.as_deref().is_some_and(|c| !c.claimed[i as usize]);
-        run_vjp(
-            &*step.node,
-            g,
-            claiming,
-            needed,
-            |j, input, gi| match route(j, input) {
+        // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
+        let started = profile.is_some().then(std::time::Instant::now);
+        let mut bytes = 0usize;
+        run_vjp(&*step.node, g, claiming, needed, |j, input, gi| {
+            if started.is_some() {
+                bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
+            }
+            match route(j, input) {
                 (true, Some(slot)) => {
                     staging.add(input, gi.clone())?;
                     accumulate(&mut cotangents[slot], gi)
@@ -517,8 +521,11 @@ pub(crate) fn propagate(
                 (true, None) => staging.add(input, gi),
                 (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
                 (false, None) => Ok(()),
-            },
-        )?;
+            }
+        })?;
+        if let (Some(p), Some(t0)) = (profile.as_deref_mut(), started) {
+            p.record(&*step.node, t0.elapsed(), bytes);
+        }
         if let Some(claim) = claim.as_deref_mut() {
             claim.claimed[i as usize] = true;
         }

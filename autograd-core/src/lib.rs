@@ -47,6 +47,17 @@ pub use autograd::{backwards_traversal, grad, GradOptions};
 pub use footprint::graph_bytes;
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 
+// Milestone primitives: closure VJPs, activation checkpointing, seeing the graph.
+mod checkpoint;
+mod custom_gradient;
+mod dot;
+mod profile;
+
+pub use checkpoint::checkpoint;
+pub use custom_gradient::custom_gradient;
+pub use dot::{to_dot, to_dot_with_profile};
+pub use profile::{BackwardProfile, NodeProfile, OpProfile};
+
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;

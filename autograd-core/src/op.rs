@@ -299,10 +299,18 @@ fn thread_token() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(u64);
 
+/// The next node identity to hand out.
+static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+
 impl NodeId {
     fn fresh() -> NodeId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        NodeId(NEXT.fetch_add(1, Ordering::Relaxed))
+        NodeId(NEXT_NODE.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Below every identity not yet handed out: a node recorded from now on has an identity at
+    /// least this (checkpoint replay tells the nodes it recorded from older ones by it).
+    pub(crate) fn watermark() -> NodeId {
+        NodeId(NEXT_NODE.load(Ordering::Relaxed))
     }
 
     /// The identity as a number.
