@@ -40,12 +40,15 @@ fn a_small_program_against_its_hand_derivative() {
     assert_eq!(grads.as_slice().len(), tape.len());
 }
 
+/// A one-input `f32` program.
+type Program = for<'t> fn(Var<'t, f32>) -> Var<'t, f32>;
+
 #[test]
 fn every_op_in_f32() {
     // Each case: the program, its derivative at x0 (computed in f64), and x0.
     let x0 = 0.8_f32;
     let a = f64::from(x0);
-    let cases: [(fn(Var<'_, f32>) -> Var<'_, f32>, f64); 20] = [
+    let cases: [(Program, f64); 20] = [
         (|x| x + x, 2.0),
         (|x| x - x * 3.0, -2.0),
         (|x| x * x, 2.0 * a),

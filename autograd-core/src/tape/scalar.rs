@@ -249,7 +249,7 @@ enum Contrib<F> {
     Two(u32, F, u32, F),
 }
 
-impl<F> Contrib<F> {
+impl<F: Copy> Contrib<F> {
     fn to_vec(self) -> Vec<(usize, F)> {
         match self {
             Contrib::None => Vec::new(),
