@@ -21,8 +21,9 @@
 //!
 //! - [`Tape::lower`] turns a recorded tensor graph into a `Tape<Tensor>` whose nodes call the
 //!   operations' VJPs, so the tape and the engine check each other;
-//! - [`ScalarTape`] records scalar (`f64`) programs micrograd-style with operator overloading,
-//!   in a compact representation with a fast sweep, and converts to a `Tape<f64>` on request.
+//! - [`ScalarTape`] records scalar (`f32` or `f64`) programs micrograd-style with operator
+//!   overloading, in a compact representation with a fast sweep, and converts to a `Tape<F>`
+//!   on request.
 //!
 //! ```
 //! use autograd_core::tape::{Node, Tape};
@@ -46,7 +47,7 @@ mod sweep;
 
 pub use grad_value::{GradValue, GradZero, SameShape};
 pub use lower::Lowered;
-pub use scalar::{bench_t1, Gradients, ScalarTape, Var};
+pub use scalar::{bench_t1, Float, Gradients, ScalarTape, Var};
 
 /// A node's local vector-Jacobian product: given the cotangent of the node's value, the
 /// `(parent id, contribution)` pairs it sends to its parents.

@@ -1,5 +1,5 @@
-//! A fast scalar front-end, micrograd-style: record `f64` programs with operator overloading,
-//! then one reverse sweep gives every gradient.
+//! A fast scalar front-end, micrograd-style: record `f32` or `f64` programs with operator
+//! overloading, then one reverse sweep gives every gradient.
 //!
 //! ```
 //! use autograd_core::tape::ScalarTape;
@@ -10,15 +10,27 @@
 //! let grads = tape.gradients(y);
 //! // dy/dx = cos(x) x + sin(x)
 //! assert!((grads[x] - (2.0f64.cos() * 2.0 + 2.0f64.sin())).abs() < 1e-12);
+//!
+//! // The same program in single precision: name the float type once, on the tape.
+//! let tape = ScalarTape::<f32>::empty();
+//! let x = tape.var(2.0);
+//! let y = x.sin() * x + 3.0;
+//! let dy: f32 = tape.gradients(y)[x];
+//! assert!((dy - (2.0f32.cos() * 2.0 + 2.0f32.sin())).abs() < 1e-6);
 //! ```
 //!
-//! Design for speed: a generic [`Tape<f64>`] node carries a name, a parent `Vec` and a boxed
+//! The float type `F` is a parameter of [`ScalarTape`], [`Var`] and [`Gradients`], defaulting to
+//! `f64`; the sealed trait [`Float`] lists what the tape needs of it and is implemented for `f32`
+//! and `f64` only. [`ScalarTape::new`] makes an `f64` tape, so code written before the parameter
+//! existed infers as it did; [`ScalarTape::empty`] makes a tape of any precision.
+//!
+//! Design for speed: a generic [`Tape<F>`] node carries a name, a parent `Vec` and a boxed
 //! closure (three allocations), and its sweep allocates a `Vec` of contributions per node. Here
-//! each recorded op is one 24-byte entry in a flat array: the `f64` value and a 16-byte op code
-//! (parent ids as `u32`, plus a constant where the VJP needs one), so recording is one push.
-//! The sweep is a single `match` per node over a flat `f64` adjoint array plus a bitset of
-//! reached nodes (the `Option` per node of the generic sweep, in 8 bytes and 1 bit), and the
-//! adjoint array, zero where unreached, is returned as is. The semantics are exactly those of
+//! each recorded op is one entry in a flat array (24 bytes for `f64`, 16 for `f32`): the value
+//! and an op code (parent ids as `u32`, plus a constant where the VJP needs one), so recording
+//! is one push. The sweep is a single `match` per node over a flat adjoint array plus a bitset
+//! of reached nodes (the `Option` per node of the generic sweep, in one float and 1 bit), and
+//! the adjoint array, zero where unreached, is returned as is. The semantics are exactly those of
 //! [`Tape::backward_dense_all`] on the equivalent generic tape ([`ScalarTape::to_tape`], whose
 //! closures call the same VJP function): only reached nodes run their VJP, a first contribution
 //! is kept as is and later ones are summed in the order produced.
@@ -34,11 +46,123 @@ use std::ops::{Add, AddAssign, Div, DivAssign, Index, Mul, MulAssign, Neg, Sub, 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Node, Tape};
+use super::{GradValue, GradZero, Node, Tape};
+
+mod sealed {
+    /// Keeps [`Float`](super::Float) implemented for `f32` and `f64` only.
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The float types a [`ScalarTape`] records: `f32` and `f64` (the trait is sealed).
+///
+/// It lists what the tape needs: arithmetic, the elementary functions the tape differentiates,
+/// and the [`GradValue`]/[`GradZero`] that [`ScalarTape::to_tape`] needs. Write code generic
+/// over the precision with `F: Float`; the functions are associated, so call them as
+/// `F::sin(x)` when `x: F` is generic (on a concrete `f32`/`f64` the inherent methods win).
+pub trait Float:
+    sealed::Sealed
+    + Copy
+    + PartialOrd
+    + fmt::Debug
+    + fmt::Display
+    + Send
+    + Sync
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + GradValue
+    + GradZero
+{
+    /// `0`.
+    const ZERO: Self;
+    /// `1`.
+    const ONE: Self;
+    /// `0.5`.
+    const HALF: Self;
+    /// `n`, rounded to the nearest value of this type.
+    fn from_i32(n: i32) -> Self;
+    /// `sin(x)`.
+    fn sin(x: Self) -> Self;
+    /// `cos(x)`.
+    fn cos(x: Self) -> Self;
+    /// `e^x`.
+    fn exp(x: Self) -> Self;
+    /// The natural logarithm.
+    fn ln(x: Self) -> Self;
+    /// `tanh(x)`.
+    fn tanh(x: Self) -> Self;
+    /// `x^n` for an integer `n`.
+    fn powi(x: Self, n: i32) -> Self;
+    /// `x^e`.
+    fn powf(x: Self, e: Self) -> Self;
+    /// The square root.
+    fn sqrt(x: Self) -> Self;
+    /// A `'static` zero, for gradients of nodes a sweep did not cover.
+    #[doc(hidden)]
+    fn zero_ref() -> &'static Self;
+}
+
+macro_rules! float_impl {
+    ($($t:ident),*) => {$(
+        impl Float for $t {
+            const ZERO: $t = 0.0;
+            const ONE: $t = 1.0;
+            const HALF: $t = 0.5;
+            #[inline]
+            fn from_i32(n: i32) -> $t {
+                n as $t
+            }
+            #[inline]
+            fn sin(x: $t) -> $t {
+                x.sin()
+            }
+            #[inline]
+            fn cos(x: $t) -> $t {
+                x.cos()
+            }
+            #[inline]
+            fn exp(x: $t) -> $t {
+                x.exp()
+            }
+            #[inline]
+            fn ln(x: $t) -> $t {
+                x.ln()
+            }
+            #[inline]
+            fn tanh(x: $t) -> $t {
+                x.tanh()
+            }
+            #[inline]
+            fn powi(x: $t, n: i32) -> $t {
+                x.powi(n)
+            }
+            #[inline]
+            fn powf(x: $t, e: $t) -> $t {
+                x.powf(e)
+            }
+            #[inline]
+            fn sqrt(x: $t) -> $t {
+                x.sqrt()
+            }
+            #[inline]
+            fn zero_ref() -> &'static $t {
+                &0.0
+            }
+        }
+    )*};
+}
+
+float_impl!(f32, f64);
 
 /// One recorded scalar op: parent ids and any constant its VJP needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
+enum Op<F> {
     /// An input that requires a gradient.
     Var,
     /// A constant leaf: no gradient is accumulated into it.
@@ -52,9 +176,9 @@ enum Op {
     /// `c - x`.
     ConstSub(u32),
     /// `x * c` or `c * x`.
-    MulConst(u32, f64),
+    MulConst(u32, F),
     /// `x / c`.
-    DivConst(u32, f64),
+    DivConst(u32, F),
     /// `c / x`.
     ConstDiv(u32),
     Neg(u32),
@@ -68,7 +192,7 @@ enum Op {
     Relu(u32),
 }
 
-impl Op {
+impl<F: Copy> Op<F> {
     fn name(self) -> &'static str {
         match self {
             Op::Var => "var",
@@ -119,14 +243,14 @@ impl Op {
 
 /// The contributions of one node's VJP, in order.
 #[derive(Clone, Copy)]
-enum Contrib {
+enum Contrib<F> {
     None,
-    One(u32, f64),
-    Two(u32, f64, u32, f64),
+    One(u32, F),
+    Two(u32, F, u32, F),
 }
 
-impl Contrib {
-    fn to_vec(self) -> Vec<(usize, f64)> {
+impl<F: Copy> Contrib<F> {
+    fn to_vec(self) -> Vec<(usize, F)> {
         match self {
             Contrib::None => Vec::new(),
             Contrib::One(a, ca) => vec![(a as usize, ca)],
@@ -139,7 +263,7 @@ impl Contrib {
 /// parents (`val(id)`). Shared by the fast sweep and [`ScalarTape::to_tape`], so both compute
 /// bit-identical contributions.
 #[inline]
-fn vjp(op: Op, g: f64, out: f64, val: impl Fn(u32) -> f64) -> Contrib {
+fn vjp<F: Float>(op: Op<F>, g: F, out: F, val: impl Fn(u32) -> F) -> Contrib<F> {
     match op {
         Op::Var | Op::Const => Contrib::None,
         // d(a + b) = da + db
@@ -159,38 +283,43 @@ fn vjp(op: Op, g: f64, out: f64, val: impl Fn(u32) -> f64) -> Contrib {
         Op::DivConst(a, c) => Contrib::One(a, g / c),
         // d(c / x) = -(c / x^2) dx = -(out / x) dx
         Op::ConstDiv(a) => Contrib::One(a, -g * out / val(a)),
-        Op::Sin(a) => Contrib::One(a, g * val(a).cos()),
-        Op::Cos(a) => Contrib::One(a, -g * val(a).sin()),
+        Op::Sin(a) => Contrib::One(a, g * F::cos(val(a))),
+        Op::Cos(a) => Contrib::One(a, -g * F::sin(val(a))),
         Op::Exp(a) => Contrib::One(a, g * out),
         // singular at x = 0: 1/0
         Op::Ln(a) => Contrib::One(a, g / val(a)),
-        Op::Tanh(a) => Contrib::One(a, g * (1.0 - out * out)),
+        Op::Tanh(a) => Contrib::One(a, g * (F::ONE - out * out)),
         // d(x^0) = 0 (x^-1 would be singular at x = 0)
-        Op::Powi(a, 0) => Contrib::One(a, g * 0.0),
+        Op::Powi(a, 0) => Contrib::One(a, g * F::ZERO),
         Op::Powi(a, n) => {
             let slope = match n.checked_sub(1) {
-                Some(m) => val(a).powi(m),
-                None => val(a).powf(f64::from(n) - 1.0),
+                Some(m) => F::powi(val(a), m),
+                None => F::powf(val(a), F::from_i32(n) - F::ONE),
             };
-            Contrib::One(a, g * f64::from(n) * slope)
+            Contrib::One(a, g * F::from_i32(n) * slope)
         }
         // singular at x = 0: 1/(2 * 0)
-        Op::Sqrt(a) => Contrib::One(a, g * 0.5 / out),
+        Op::Sqrt(a) => Contrib::One(a, g * F::HALF / out),
         // relu'(0) = 0
-        Op::Relu(a) => Contrib::One(a, if val(a) > 0.0 { g } else { 0.0 }),
+        Op::Relu(a) => Contrib::One(a, if val(a) > F::ZERO { g } else { F::ZERO }),
     }
 }
 
 /// The reverse sweep from `out` over the nodes that `needs` accepts: only reached nodes run
 /// their VJP; contributions to other nodes are dropped. (`needs` is a closure so the common
 /// all-variables case compiles to a sweep without the test.)
-fn sweep(nodes: &[Entry], adj: &mut Adjoints, out: u32, needs: impl Fn(usize) -> bool) {
+fn sweep<F: Float>(
+    nodes: &[Entry<F>],
+    adj: &mut Adjoints<F>,
+    out: u32,
+    needs: impl Fn(usize) -> bool,
+) {
     for i in (0..=out as usize).rev() {
         let Some(g) = adj.get(i).filter(|_| needs(i)) else {
             continue;
         };
         let node = nodes[i];
-        let mut add = |a: u32, c: f64| {
+        let mut add = |a: u32, c: F| {
             if needs(a as usize) {
                 adj.accumulate(a, c);
             }
@@ -208,7 +337,7 @@ fn sweep(nodes: &[Entry], adj: &mut Adjoints, out: u32, needs: impl Fn(usize) ->
 
 /// Whether each node requires a gradient: inputs do, constants do not, and every op inherits
 /// the disjunction of its parents' flags.
-fn needs_grad(nodes: &[Entry]) -> Vec<bool> {
+fn needs_grad<F: Copy>(nodes: &[Entry<F>]) -> Vec<bool> {
     let mut needs: Vec<bool> = Vec::with_capacity(nodes.len());
     for node in nodes {
         let flag = match node.op {
@@ -225,29 +354,29 @@ fn needs_grad(nodes: &[Entry]) -> Vec<bool> {
 }
 
 /// The optional-gradient array of the sweep in two flat parts: `adj[i]` is meaningful once
-/// bit `i` of `reached` is set, and stays `0.0` otherwise (so it is already totalized).
-struct Adjoints {
-    adj: Vec<f64>,
+/// bit `i` of `reached` is set, and stays zero otherwise (so it is already totalized).
+struct Adjoints<F> {
+    adj: Vec<F>,
     reached: Vec<u64>,
 }
 
-impl Adjoints {
-    fn new(n: usize) -> Adjoints {
-        // Zeroed allocations: fresh pages need no explicit fill.
+impl<F: Float> Adjoints<F> {
+    fn new(n: usize) -> Adjoints<F> {
+        // Zeroed allocations (`vec!` of a zero float): fresh pages need no explicit fill.
         Adjoints {
-            adj: vec![0.0; n],
+            adj: vec![F::ZERO; n],
             reached: vec![0; n.div_ceil(64)],
         }
     }
 
     #[inline]
-    fn get(&self, i: usize) -> Option<f64> {
+    fn get(&self, i: usize) -> Option<F> {
         (self.reached[i / 64] >> (i % 64) & 1 == 1).then(|| self.adj[i])
     }
 
     /// Adds `c` into slot `i`: a first contribution is kept as is.
     #[inline]
-    fn accumulate(&mut self, i: u32, c: f64) {
+    fn accumulate(&mut self, i: u32, c: F) {
         let i = i as usize;
         let (word, bit) = (&mut self.reached[i / 64], 1u64 << (i % 64));
         if *word & bit == 0 {
@@ -261,20 +390,19 @@ impl Adjoints {
 
 /// One recorded node: its value and op, side by side so recording is a single push.
 #[derive(Clone, Copy)]
-struct Entry {
-    value: f64,
-    op: Op,
+struct Entry<F> {
+    value: F,
+    op: Op<F>,
 }
 
-#[derive(Default)]
-struct Inner {
-    nodes: Vec<Entry>,
+struct Inner<F> {
+    nodes: Vec<Entry<F>>,
     has_constants: bool,
 }
 
-impl Inner {
+impl<F> Inner<F> {
     #[inline]
-    fn push<'t>(&mut self, tape: &'t ScalarTape, value: f64, op: Op) -> Var<'t> {
+    fn push<'t>(&mut self, tape: &'t ScalarTape<F>, value: F, op: Op<F>) -> Var<'t, F> {
         let Ok(id) = u32::try_from(self.nodes.len()) else {
             panic!("a scalar tape holds at most 2^32 nodes")
         };
@@ -283,7 +411,8 @@ impl Inner {
     }
 }
 
-/// A tape for scalar (`f64`) programs, recorded through [`Var`]s with operator overloading.
+/// A tape for scalar programs in `F` (`f64` from [`new`](ScalarTape::new), `f32` from
+/// `ScalarTape::<f32>::empty()`), recorded through [`Var`]s with operator overloading.
 ///
 /// Reuse one tape across iterations of an optimisation loop with [`clear`](ScalarTape::clear),
 /// which keeps the allocated capacity.
@@ -291,17 +420,17 @@ impl Inner {
 /// # Panics
 ///
 /// Recording more than 2^32 nodes on one tape panics (node ids are `u32`).
-pub struct ScalarTape {
-    inner: RefCell<Inner>,
+pub struct ScalarTape<F = f64> {
+    inner: RefCell<Inner<F>>,
     /// Unique for the life of the process, so gradients know the tape they came from.
     id: u64,
     /// Bumped by [`clear`](ScalarTape::clear), so gradients of a cleared recording are refused.
     generation: u64,
 }
 
-impl Default for ScalarTape {
+impl<F: Float> Default for ScalarTape<F> {
     fn default() -> Self {
-        ScalarTape::with_capacity(0)
+        ScalarTape::empty()
     }
 }
 
@@ -310,37 +439,60 @@ fn next_tape_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-impl fmt::Debug for ScalarTape {
+impl<F> fmt::Debug for ScalarTape<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ScalarTape({} nodes)", self.len())
+        write!(f, "ScalarTape({} nodes)", self.inner.borrow().nodes.len())
     }
 }
 
-/// A scalar recorded on a [`ScalarTape`]: a node id and the tape it belongs to.
+/// A scalar of type `F` recorded on a [`ScalarTape<F>`]: a node id and the tape it belongs to.
 ///
 /// # Panics
 ///
 /// Combining `Var`s of two different tapes panics.
-#[derive(Clone, Copy)]
-pub struct Var<'t> {
-    tape: &'t ScalarTape,
+pub struct Var<'t, F = f64> {
+    tape: &'t ScalarTape<F>,
     id: u32,
 }
 
-impl fmt::Debug for Var<'_> {
+// By hand rather than derived: a derive would ask `F: Clone`, which `&ScalarTape<F>` does not need.
+impl<F> Clone for Var<'_, F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<F> Copy for Var<'_, F> {}
+
+impl<F: Float> fmt::Debug for Var<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Var(#{} = {})", self.id, self.value())
     }
 }
 
-impl ScalarTape {
-    /// An empty tape.
-    pub fn new() -> ScalarTape {
-        ScalarTape::default()
+/// `new` and `with_capacity` make `f64` tapes, as `HashMap::new` makes maps with the default
+/// hasher: a type parameter's default does not guide inference, so generic constructors would
+/// leave `ScalarTape::new()` with an undetermined float type wherever only literals meet it.
+impl ScalarTape<f64> {
+    /// An empty `f64` tape (for `f32`: [`ScalarTape::<f32>::empty`](ScalarTape::empty)).
+    pub fn new() -> ScalarTape<f64> {
+        ScalarTape::empty()
     }
 
-    /// An empty tape with room for `nodes` recorded ops.
-    pub fn with_capacity(nodes: usize) -> ScalarTape {
+    /// An empty `f64` tape with room for `nodes` recorded ops.
+    pub fn with_capacity(nodes: usize) -> ScalarTape<f64> {
+        ScalarTape::empty_with_capacity(nodes)
+    }
+}
+
+impl<F: Float> ScalarTape<F> {
+    /// An empty tape of any precision: `ScalarTape::<f32>::empty()`.
+    pub fn empty() -> ScalarTape<F> {
+        ScalarTape::empty_with_capacity(0)
+    }
+
+    /// An empty tape of any precision with room for `nodes` recorded ops.
+    pub fn empty_with_capacity(nodes: usize) -> ScalarTape<F> {
         ScalarTape {
             inner: RefCell::new(Inner {
                 nodes: Vec::with_capacity(nodes),
@@ -371,17 +523,17 @@ impl ScalarTape {
 
     /// A new input that requires a gradient.
     #[inline]
-    pub fn var(&self, value: f64) -> Var<'_> {
+    pub fn var(&self, value: F) -> Var<'_, F> {
         self.inner.borrow_mut().push(self, value, Op::Var)
     }
 
     /// `values.len()` new inputs.
-    pub fn vars(&self, values: &[f64]) -> Vec<Var<'_>> {
+    pub fn vars(&self, values: &[F]) -> Vec<Var<'_, F>> {
         values.iter().map(|&v| self.var(v)).collect()
     }
 
     /// A constant leaf: usable wherever a `Var` is, but it receives no gradient.
-    pub fn constant(&self, value: f64) -> Var<'_> {
+    pub fn constant(&self, value: F) -> Var<'_, F> {
         let mut inner = self.inner.borrow_mut();
         inner.has_constants = true;
         inner.push(self, value, Op::Const)
@@ -393,8 +545,8 @@ impl ScalarTape {
     /// # Panics
     ///
     /// If `output` belongs to another tape.
-    pub fn gradients(&self, output: Var<'_>) -> Gradients {
-        self.gradients_seeded(output, 1.0)
+    pub fn gradients(&self, output: Var<'_, F>) -> Gradients<F> {
+        self.gradients_seeded(output, F::ONE)
     }
 
     /// [`gradients`](ScalarTape::gradients) with cotangent `seed` for `output`.
@@ -402,7 +554,7 @@ impl ScalarTape {
     /// # Panics
     ///
     /// If `output` belongs to another tape.
-    pub fn gradients_seeded(&self, output: Var<'_>, seed: f64) -> Gradients {
+    pub fn gradients_seeded(&self, output: Var<'_, F>, seed: F) -> Gradients<F> {
         assert!(
             std::ptr::eq(self, output.tape),
             "gradients: the output Var belongs to another ScalarTape"
@@ -432,16 +584,16 @@ impl ScalarTape {
     /// (`"sin"`, `"mul_const"`, ...), parents and VJP; constants, and ops on constants alone,
     /// do not require a gradient.
     /// `backward_dense_all` on it gives exactly what [`gradients`](ScalarTape::gradients) gives.
-    pub fn to_tape(&self) -> Tape<f64> {
+    pub fn to_tape(&self) -> Tape<F> {
         let inner = self.inner.borrow();
         let mut tape = Tape::empty();
-        let value_of = |id: u32| inner.nodes.get(id as usize).map_or(0.0, |n| n.value);
+        let value_of = |id: u32| inner.nodes.get(id as usize).map_or(F::ZERO, |n| n.value);
         let needs = needs_grad(&inner.nodes);
         for (i, &Entry { value, op }) in inner.nodes.iter().enumerate() {
             let (ids, n) = op.parents();
             let known = [(ids[0], value_of(ids[0])), (ids[1], value_of(ids[1]))];
             let parents = ids[..n].iter().map(|&p| p as usize).collect();
-            let node = Node::new(value, parents, move |g: &f64| {
+            let node = Node::new(value, parents, move |g: &F| {
                 let val = |j: u32| {
                     if j == known[0].0 {
                         known[0].1
@@ -459,9 +611,9 @@ impl ScalarTape {
     }
 }
 
-impl<'t> Var<'t> {
+impl<'t, F: Float> Var<'t, F> {
     /// The forward value.
-    pub fn value(self) -> f64 {
+    pub fn value(self) -> F {
         self.tape.inner.borrow().nodes[self.id as usize].value
     }
 
@@ -471,14 +623,14 @@ impl<'t> Var<'t> {
     }
 
     #[inline]
-    fn unary(self, op: Op, f: impl FnOnce(f64) -> f64) -> Var<'t> {
+    fn unary(self, op: Op<F>, f: impl FnOnce(F) -> F) -> Var<'t, F> {
         let mut inner = self.tape.inner.borrow_mut();
         let v = f(inner.nodes[self.id as usize].value);
         inner.push(self.tape, v, op)
     }
 
     #[inline]
-    fn binary(self, other: Var<'t>, op: Op, f: impl FnOnce(f64, f64) -> f64) -> Var<'t> {
+    fn binary(self, other: Var<'t, F>, op: Op<F>, f: impl FnOnce(F, F) -> F) -> Var<'t, F> {
         assert!(
             std::ptr::eq(self.tape, other.tape),
             "cannot combine Vars of two different ScalarTapes"
@@ -493,162 +645,183 @@ impl<'t> Var<'t> {
 
     /// `sin(x)`.
     #[inline]
-    pub fn sin(self) -> Var<'t> {
-        self.unary(Op::Sin(self.id), f64::sin)
+    pub fn sin(self) -> Var<'t, F> {
+        self.unary(Op::Sin(self.id), F::sin)
     }
     /// `cos(x)`.
     #[inline]
-    pub fn cos(self) -> Var<'t> {
-        self.unary(Op::Cos(self.id), f64::cos)
+    pub fn cos(self) -> Var<'t, F> {
+        self.unary(Op::Cos(self.id), F::cos)
     }
     /// `e^x`.
     #[inline]
-    pub fn exp(self) -> Var<'t> {
-        self.unary(Op::Exp(self.id), f64::exp)
+    pub fn exp(self) -> Var<'t, F> {
+        self.unary(Op::Exp(self.id), F::exp)
     }
     /// The natural logarithm.
     #[inline]
-    pub fn ln(self) -> Var<'t> {
-        self.unary(Op::Ln(self.id), f64::ln)
+    pub fn ln(self) -> Var<'t, F> {
+        self.unary(Op::Ln(self.id), F::ln)
     }
     /// `tanh(x)`.
     #[inline]
-    pub fn tanh(self) -> Var<'t> {
-        self.unary(Op::Tanh(self.id), f64::tanh)
+    pub fn tanh(self) -> Var<'t, F> {
+        self.unary(Op::Tanh(self.id), F::tanh)
     }
     /// `x^n` for an integer `n`.
     #[inline]
-    pub fn powi(self, n: i32) -> Var<'t> {
-        self.unary(Op::Powi(self.id, n), |x| x.powi(n))
+    pub fn powi(self, n: i32) -> Var<'t, F> {
+        self.unary(Op::Powi(self.id, n), |x| F::powi(x, n))
     }
     /// The square root.
     #[inline]
-    pub fn sqrt(self) -> Var<'t> {
-        self.unary(Op::Sqrt(self.id), f64::sqrt)
+    pub fn sqrt(self) -> Var<'t, F> {
+        self.unary(Op::Sqrt(self.id), F::sqrt)
     }
     /// `max(x, 0)`, with derivative 0 at `x = 0`.
     #[inline]
-    pub fn relu(self) -> Var<'t> {
-        self.unary(Op::Relu(self.id), |x| if x > 0.0 { x } else { 0.0 })
+    pub fn relu(self) -> Var<'t, F> {
+        self.unary(Op::Relu(self.id), |x| if x > F::ZERO { x } else { F::ZERO })
     }
 }
 
-impl<'t> Neg for Var<'t> {
-    type Output = Var<'t>;
+impl<'t, F: Float> Neg for Var<'t, F> {
+    type Output = Var<'t, F>;
     #[inline]
-    fn neg(self) -> Var<'t> {
+    fn neg(self) -> Var<'t, F> {
         self.unary(Op::Neg(self.id), |x| -x)
     }
 }
 
-/// `Var ⊕ Var`, `Var ⊕ f64` and `f64 ⊕ Var` for one operator, plus `Var ⊕= Var | f64`.
+/// `Var ⊕ Var` and `Var ⊕ F` for one operator, plus `Var ⊕= Var | F`, for every `F: Float`.
 macro_rules! binary_ops {
     ($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:tt,
-     $vv:ident, |$a:ident, $c:ident| $vc:expr, $cv:expr) => {
-        impl<'t> $Trait for Var<'t> {
-            type Output = Var<'t>;
+     $vv:ident, |$a:ident, $c:ident| $vc:expr) => {
+        impl<'t, F: Float> $Trait for Var<'t, F> {
+            type Output = Var<'t, F>;
             #[inline]
-            fn $method(self, other: Var<'t>) -> Var<'t> {
+            fn $method(self, other: Var<'t, F>) -> Var<'t, F> {
                 self.binary(other, Op::$vv(self.id, other.id), |x, y| x $op y)
             }
         }
-        impl<'t> $Trait<f64> for Var<'t> {
-            type Output = Var<'t>;
+        impl<'t, F: Float> $Trait<F> for Var<'t, F> {
+            type Output = Var<'t, F>;
             #[inline]
-            fn $method(self, $c: f64) -> Var<'t> {
+            fn $method(self, $c: F) -> Var<'t, F> {
                 let $a = self.id;
                 self.unary($vc, |x| x $op $c)
             }
         }
-        impl<'t> $Trait<Var<'t>> for f64 {
-            type Output = Var<'t>;
+        impl<'t, F: Float> $Assign for Var<'t, F> {
             #[inline]
-            fn $method(self, v: Var<'t>) -> Var<'t> {
-                let ($a, $c) = (v.id, self);
-                v.unary($cv, |x| $c $op x)
-            }
-        }
-        impl<'t> $Assign for Var<'t> {
-            #[inline]
-            fn $assign(&mut self, other: Var<'t>) {
+            fn $assign(&mut self, other: Var<'t, F>) {
                 *self = *self $op other;
             }
         }
-        impl $Assign<f64> for Var<'_> {
+        impl<F: Float> $Assign<F> for Var<'_, F> {
             #[inline]
-            fn $assign(&mut self, c: f64) {
+            fn $assign(&mut self, c: F) {
                 *self = *self $op c;
             }
         }
     };
 }
 
-binary_ops!(Add, add, AddAssign, add_assign, +, Add, |a, c| Op::AddConst(a), Op::AddConst(a));
-binary_ops!(Sub, sub, SubAssign, sub_assign, -, Sub, |a, c| Op::AddConst(a), Op::ConstSub(a));
-binary_ops!(Mul, mul, MulAssign, mul_assign, *, Mul, |a, c| Op::MulConst(a, c), Op::MulConst(a, c));
-binary_ops!(Div, div, DivAssign, div_assign, /, Div, |a, c| Op::DivConst(a, c), Op::ConstDiv(a));
+binary_ops!(Add, add, AddAssign, add_assign, +, Add, |a, c| Op::AddConst(a));
+binary_ops!(Sub, sub, SubAssign, sub_assign, -, Sub, |a, c| Op::AddConst(a));
+binary_ops!(Mul, mul, MulAssign, mul_assign, *, Mul, |a, c| Op::MulConst(a, c));
+binary_ops!(Div, div, DivAssign, div_assign, /, Div, |a, c| Op::DivConst(a, c));
 
-/// Gradients from one sweep of a [`ScalarTape`], indexed by [`Var`] (or by node id through
-/// [`as_slice`](Gradients::as_slice)).
-#[derive(Clone, PartialEq)]
-pub struct Gradients {
-    /// The tape and recording that produced them, to refuse a `Var` of another.
-    tape: (u64, u64),
-    grads: Vec<f64>,
+/// `F ⊕ Var` for one operator and one concrete float type (a generic impl for the foreign
+/// `F` is not allowed).
+macro_rules! const_first_ops {
+    ($t:ident: $($Trait:ident, $method:ident, $op:tt, |$a:ident, $c:ident| $cv:expr;)*) => {$(
+        impl<'t> $Trait<Var<'t, $t>> for $t {
+            type Output = Var<'t, $t>;
+            #[inline]
+            fn $method(self, v: Var<'t, $t>) -> Var<'t, $t> {
+                let ($a, $c) = (v.id, self);
+                v.unary($cv, |x| $c $op x)
+            }
+        }
+    )*};
 }
 
-impl fmt::Debug for Gradients {
+macro_rules! const_first_ops_for {
+    ($($t:ident),*) => {$(
+        const_first_ops!($t:
+            Add, add, +, |a, c| Op::AddConst(a);
+            Sub, sub, -, |a, c| Op::ConstSub(a);
+            Mul, mul, *, |a, c| Op::MulConst(a, c);
+            Div, div, /, |a, c| Op::ConstDiv(a);
+        );
+    )*};
+}
+
+const_first_ops_for!(f32, f64);
+
+/// Gradients from one sweep of a [`ScalarTape<F>`], indexed by [`Var`] (or by node id through
+/// [`as_slice`](Gradients::as_slice)).
+#[derive(Clone, PartialEq)]
+pub struct Gradients<F = f64> {
+    /// The tape and recording that produced them, to refuse a `Var` of another.
+    tape: (u64, u64),
+    grads: Vec<F>,
+}
+
+impl<F: fmt::Debug> fmt::Debug for Gradients<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Gradients").field(&self.grads).finish()
     }
 }
 
-impl Gradients {
+impl<F: Float> Gradients<F> {
     /// The gradient with respect to `v`: zero for a node recorded after the sweep's output.
     ///
     /// # Panics
     ///
     /// If `v` belongs to another tape, or to a recording of this tape made after a `clear`.
     #[inline]
-    pub fn wrt(&self, v: Var<'_>) -> f64 {
+    pub fn wrt(&self, v: Var<'_, F>) -> F {
         *self.slot(v)
     }
 
     #[inline]
-    fn slot(&self, v: Var<'_>) -> &f64 {
+    fn slot(&self, v: Var<'_, F>) -> &F {
         assert!(
             (v.tape.id, v.tape.generation) == self.tape,
             "Gradients: the Var belongs to another ScalarTape (or to a later recording of this one)"
         );
-        self.grads.get(v.id as usize).unwrap_or(&0.0)
+        self.grads.get(v.id as usize).unwrap_or(F::zero_ref())
     }
 
     /// One gradient per node id.
-    pub fn as_slice(&self) -> &[f64] {
+    pub fn as_slice(&self) -> &[F] {
         &self.grads
     }
 
     /// One gradient per node id.
-    pub fn into_vec(self) -> Vec<f64> {
+    pub fn into_vec(self) -> Vec<F> {
         self.grads
     }
 }
 
-impl Index<Var<'_>> for Gradients {
-    type Output = f64;
+impl<F: Float> Index<Var<'_, F>> for Gradients<F> {
+    type Output = F;
     #[inline]
-    fn index(&self, v: Var<'_>) -> &f64 {
+    fn index(&self, v: Var<'_, F>) -> &F {
         self.slot(v)
     }
 }
 
-/// Workload T1 (the W1s chain on the scalar front-end): records `y = x`, then `steps` times
-/// `y = y * 0.999 + x` (two ops a step), sweeps from `y`, and returns the total time, tape
-/// creation and drop included. Nanoseconds per recorded op = `time / (2 * steps + 1)`.
+/// Workload T1 (the W1s chain on the scalar front-end), in `f32` as the benchmark document asks
+/// of every workload: records `y = x` with `x = 0.5`, then `steps` times `y = y * 0.999 + x`
+/// (two ops a step), sweeps from `y`, and returns the total time, tape creation and drop
+/// included. Nanoseconds per recorded op = `time / (2 * steps + 1)`.
 pub fn bench_t1(steps: usize) -> Duration {
     let start = Instant::now();
     let dx = {
-        let tape = ScalarTape::new();
+        let tape = ScalarTape::<f32>::empty();
         let x = tape.var(0.5);
         let mut y = x;
         for _ in 0..steps {
