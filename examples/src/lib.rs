@@ -3,4 +3,5 @@
 //! `tiny_transformer`, `bench`, …).
 
 pub mod digits;
+pub mod mlp;
 pub mod plot;
