@@ -5,13 +5,17 @@
 //! `--quick` shrinks sizes for smoke runs. W3 runs in a child process so that its peak RSS is
 //! its own.
 
+use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use autograd_core::{grad, shape, GradOptions, Result, Rng, Tensor};
-use autograd_ops::{add, matmul, mul_scalar, sum, tanh};
+use autograd_ops::{
+    add, causal_attention, cross_entropy, flash_causal_attention, matmul, mul, mul_scalar, relu,
+    sum, tanh, CrossEntropyOptions, Linear, Optimizer, Sgd, SgdConfig,
+};
 
-const ALL: &[&str] = &["W1", "W1s", "W3", "W4", "W5", "W7", "T1"];
+const ALL: &[&str] = &["W1", "W1s", "W2", "W3", "W4", "W5", "W7", "W8", "T1"];
 
 struct Args {
     quick: bool,
@@ -256,6 +260,129 @@ fn w4(quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// W2: one MLP training step (Linear(784, 256) -> ReLU -> Linear(256, 10) -> cross-entropy
+/// -> backward -> SGD lr 0.01) on a fixed random batch of 128; median over 50 steps after 5.
+fn w2(quick: bool) -> Result<()> {
+    let (b, d, h, c) = (128, 784, 256, 10);
+    let mut rng = Rng::new(0);
+    let x = Tensor::randn(shape![b, d], &mut rng)?.detach();
+    let y = Tensor::from_vec(
+        (0..b)
+            .map(|_| (rng.next_u64() % c as u64) as i32)
+            .collect::<Vec<i32>>(),
+        shape![b],
+    )?;
+    let (l1, l2) = (
+        Linear::new(d, h, true, &mut rng)?,
+        Linear::new(h, c, true, &mut rng)?,
+    );
+    let params: Vec<Tensor> = l1.parameters().into_iter().chain(l2.parameters()).collect();
+    let mut opt = Sgd::new(
+        params,
+        SgdConfig {
+            lr: 0.01,
+            ..SgdConfig::default()
+        },
+    )?;
+    let (warm, steps) = if quick { (1, 5) } else { (5, 50) };
+    let mut first = f64::NAN;
+    let mut last = f64::NAN;
+    let mut step = || -> Result<Duration> {
+        let start = Instant::now();
+        let loss = cross_entropy(
+            &l2.forward(&relu(&l1.forward(&x)?)?)?,
+            &y,
+            CrossEntropyOptions::default(),
+        )?;
+        loss.backward()?;
+        opt.step()?;
+        opt.zero_grad()?;
+        let elapsed = start.elapsed();
+        last = loss.item()?.to_f64();
+        if first.is_nan() {
+            first = last;
+        }
+        Ok(elapsed)
+    };
+    for _ in 0..warm {
+        step()?;
+    }
+    let mut times = (0..steps).map(|_| step()).collect::<Result<Vec<_>>>()?;
+    times.sort();
+    autograd_core::ensure!(
+        last < first,
+        Runtime,
+        "W2: the loss did not fall ({first} -> {last})"
+    );
+    report(
+        "W2",
+        &times,
+        &format!(",\"batch\":{b},\"final_loss\":{last:.4}"),
+    );
+    Ok(())
+}
+
+/// W8: causal attention over q, k, v [8, 4, 256, 32] leaves, `sum(o * o).backward()`, in the
+/// flash-style and the materialised form, with the bytes each graph holds before backward.
+fn w8(quick: bool) -> Result<()> {
+    let (b, h, t, d) = if quick {
+        (2, 2, 64, 32)
+    } else {
+        (8, 4, 256, 32)
+    };
+    let mut rng = Rng::new(0);
+    let leaves: Vec<Vec<f32>> = (0..3)
+        .map(|_| Tensor::randn(shape![b, h, t, d], &mut rng)?.values::<f32>())
+        .collect::<Result<_>>()?;
+    let mut fields = String::new();
+    for (name, flash) in [("flash", true), ("materialised", false)] {
+        let mut bytes = 0;
+        let mut once = || -> Result<Duration> {
+            let [q, k, v] =
+                [0, 1, 2].map(|i| Tensor::from_vec(leaves[i].clone(), shape![b, h, t, d]));
+            let (q, k, v) = (q?, k?, v?);
+            let start = Instant::now();
+            let o = if flash {
+                flash_causal_attention(&q, &k, &v, None)?
+            } else {
+                causal_attention(&q, &k, &v, None)?.0
+            };
+            let loss = sum(&mul(&o, &o)?)?;
+            let elapsed = start.elapsed();
+            bytes = autograd_core::graph_bytes(&loss)?;
+            let start = Instant::now();
+            loss.backward()?;
+            Ok(elapsed + start.elapsed())
+        };
+        once()?;
+        let mut times = (0..if quick { 3 } else { 10 })
+            .map(|_| once())
+            .collect::<Result<Vec<_>>>()?;
+        times.sort();
+        let _ = write!(
+            fields,
+            ",\"{name}_median_ms\":{:.4},\"{name}_min_ms\":{:.4},\"{name}_graph_bytes\":{bytes}",
+            ms(times[times.len() / 2]),
+            ms(times[0])
+        );
+        if flash {
+            report(
+                "W8",
+                &times,
+                &format!(",\"shape\":[{b},{h},{t},{d}]{fields}"),
+            );
+            fields.clear();
+        } else {
+            report(
+                "W8m",
+                &times,
+                &format!(",\"shape\":[{b},{h},{t},{d}]{fields}"),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// W5: a plain 512 x 512 x 512 matmul without a graph.
 fn w5(quick: bool) -> Result<()> {
     let n = if quick { 128 } else { 512 };
@@ -357,11 +484,13 @@ fn main() -> Result<()> {
         match w.as_str() {
             "W1" => w1("W1", 16, args.quick)?,
             "W1s" => w1("W1s", 1, args.quick)?,
+            "W2" => w2(args.quick)?,
             "W3" => w3(args.quick, args.child)?,
             "W4" => w4(args.quick)?,
             "W5" => w5(args.quick)?,
             "T1" => t1(args.quick)?,
             "W7" => w7(args.quick)?,
+            "W8" => w8(args.quick)?,
             other => eprintln!("unknown workload {other}; known: {ALL:?}"),
         }
     }
