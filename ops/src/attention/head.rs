@@ -178,6 +178,18 @@ pub(super) fn pack_transposed(
     Ok(())
 }
 
+/// Packs what a forward pass over head `head` reads: scaled q rows, kᵀ and v rows.
+pub(super) fn pack_forward(
+    s: &mut Scratch,
+    [q, k, v]: [&Input<'_>; 3],
+    head: usize,
+    g: &Dims,
+) -> Result<()> {
+    pack_rows(&mut s.q, q, head, g, g.scale)?;
+    pack_transposed(&mut s.kt, &mut s.tmp, k, head, g)?;
+    pack_rows(&mut s.v, v, head, g, 1.0)
+}
+
 /// `buf` as `len` zeros.
 pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) {
     buf.clear();

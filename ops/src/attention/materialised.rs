@@ -7,8 +7,8 @@ use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
-    for_each_head, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads, Input,
-    Scratch, Want,
+    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads,
+    Input, Scratch, Want,
 };
 use super::isa::dispatch;
 use super::tile::{self, Coef, Madd, Tri, BLOCK};
@@ -85,9 +85,7 @@ fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tens
                 .enumerate()
                 .collect();
             for_each_head(g, items, |(b, (o, p)), s| {
-                pack_rows(&mut s.q, &q, b, g, g.scale)?;
-                pack_transposed(&mut s.kt, &mut s.tmp, &k, b, g)?;
-                pack_rows(&mut s.v, &v, b, g, 1.0)?;
+                pack_forward(s, [&q, &k, &v], b, g)?;
                 forward_head(g, o, p, s);
                 Ok(())
             })
