@@ -225,3 +225,27 @@ fn matrix_views_reach_gemm_through_their_strides() {
     let err = kernel::read::<f32, _>(&a, |ea| ea.matrix(&[], false).map(|_| ())).unwrap();
     assert_eq!(err.unwrap_err().kind(), ErrorKind::Value);
 }
+
+/// A strided tensor on a carrier kernels cannot borrow from arrives as a compact copy; the
+/// reduction must permute the copy's modes, not the original layout's.
+#[test]
+fn reductions_of_strided_tensors_on_other_carriers_read_the_copy_in_its_own_layout() {
+    // [[1, 2, 3], [4, 5, 6]] stored column-major on the test carrier
+    let base = tc(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0], &[3, 2]);
+    let a = base.transpose(0, 1).unwrap();
+    assert_eq!(vals(&a), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let sum = |axes: &[usize]| {
+        kernel::reduce(
+            &a,
+            axes,
+            false,
+            || 0.0f64,
+            |s, v: f32| s + f64::from(v),
+            |s, _| s as f32,
+        )
+        .unwrap()
+    };
+    assert_eq!(vals(&sum(&[0])), [5.0, 7.0, 9.0]);
+    assert_eq!(vals(&sum(&[1])), [6.0, 15.0]);
+    assert_eq!(vals(&sum(&[0, 1])), [21.0]);
+}

@@ -53,19 +53,21 @@ pub fn reduce<T: Element, A, U: Element>(
     let l = a.layout();
     let dims = l.dims();
     let out_dims = reduced_dims(&dims, axes, keepdim)?;
-    // The kept modes first, then the reduced ones: each output's elements are then one
-    // consecutive stretch of the permuted layout's logical order.
-    let modes = l.modes();
     let kept: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).collect();
-    let order: Vec<Layout> = kept.iter().chain(axes).map(|&i| modes[i].clone()).collect();
-    let permuted = if order.is_empty() {
-        l.clone()
-    } else {
-        Layout::from_modes(&order)?
-    };
     let r: usize = axes.iter().map(|&i| dims[i]).product();
     let out_layout = Arc::new(Layout::row_major(&out_dims)?);
     read::<T, _>(a, |x| {
+        // The kept modes first, then the reduced ones: each output's elements are then one
+        // consecutive stretch of the permuted layout's logical order. The modes are those of
+        // the elements read (a compact copy for carriers kernels cannot borrow from).
+        let read_layout = x.layout();
+        let modes = read_layout.modes();
+        let order: Vec<Layout> = kept.iter().chain(axes).map(|&i| modes[i].clone()).collect();
+        let permuted = if order.is_empty() {
+            read_layout.clone()
+        } else {
+            Layout::from_modes(&order)?
+        };
         let x = x.relayout(&permuted)?;
         fresh::<U>(a, out_layout, |out| {
             let one = |k: usize| {
