@@ -58,9 +58,9 @@ pub fn coords(mut p: usize, dims: &[usize]) -> Vec<usize> {
     c
 }
 
-/// `values` (row-major over `dims`) stored column-major (first axis fastest) at offset 1 of a
-/// larger CPU carrier whose padding is NaN: a non-contiguous input at an offset.
-pub fn strided(values: &[f32], dims: &[usize]) -> Tensor {
+/// Storage holding `values` (row-major over `dims`) column-major (first axis fastest) from
+/// slot 1, with NaN padding in slot 0, and the layout that reads them back at offset 1.
+pub fn column_major_storage(values: &[f32], dims: &[usize]) -> (Vec<f32>, Layout) {
     let mut stride = vec![1usize; dims.len()];
     for i in 1..dims.len() {
         stride[i] = stride[i - 1] * dims[i - 1];
@@ -71,6 +71,13 @@ pub fn strided(values: &[f32], dims: &[usize]) -> Tensor {
         storage[1 + c.iter().zip(&stride).map(|(a, b)| a * b).sum::<usize>()] = v;
     }
     let layout = Layout::new(Shape::from(dims.to_vec()), Stride::from(stride)).unwrap();
+    (storage, layout)
+}
+
+/// `values` (row-major over `dims`) stored column-major (first axis fastest) at offset 1 of a
+/// larger CPU carrier whose padding is NaN: a non-contiguous input at an offset.
+pub fn strided(values: &[f32], dims: &[usize]) -> Tensor {
+    let (storage, layout) = column_major_storage(values, dims);
     Tensor::from_parts(CpuCarrier::from_vec(storage), layout, 1).unwrap()
 }
 

@@ -17,7 +17,7 @@ use autograd_ops::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
 };
-use autograd_tests::{coords, grad_vals, kind, noise, strided, t, vals};
+use autograd_tests::{column_major_storage, coords, grad_vals, kind, noise, strided, t, vals};
 use elementwise_support::{assert_close, leaf, KINDS};
 use proptest::prelude::*;
 use spec_support::{on_test_carrier, TestCarrier};
@@ -49,16 +49,7 @@ fn padded(values: &[f32], dims: &[usize]) -> Tensor {
 /// `values` (row-major over `dims`) stored column-major at offset 1 on a [`TestCarrier`]: a
 /// strided tensor on a carrier the kernel layer cannot borrow from (it reads a compact copy).
 fn strided_on_test_carrier(values: &[f32], dims: &[usize]) -> Tensor {
-    let mut stride = vec![1usize; dims.len()];
-    for i in 1..dims.len() {
-        stride[i] = stride[i - 1] * dims[i - 1];
-    }
-    let mut storage = vec![f32::NAN; values.len() + 1];
-    for (p, &v) in values.iter().enumerate() {
-        let c = coords(p, dims);
-        storage[1 + c.iter().zip(&stride).map(|(a, b)| a * b).sum::<usize>()] = v;
-    }
-    let layout = Layout::new(Shape::from(dims.to_vec()), Stride::from(stride)).unwrap();
+    let (storage, layout) = column_major_storage(values, dims);
     let (carrier, _) = TestCarrier::shared(Buffer::F32(storage));
     Tensor::from_parts(carrier, layout, 1).unwrap()
 }
