@@ -2,6 +2,8 @@
 //! SVG training curves. The programs themselves are the crate's examples (`train_digits`,
 //! `tiny_transformer`, `bench`, …).
 
+pub mod addition;
 pub mod digits;
 pub mod mlp;
 pub mod plot;
+pub mod transformer;
