@@ -1,0 +1,74 @@
+//! Smoke test of the bench command: `bench --json --quick` runs every workload of BENCH.md
+//! (the example binary `cargo test` builds beside this test) and prints one JSON line each,
+//! with a positive median time and, for W3, a completed run with its peak memory.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `target/<profile>/examples/bench`, built by `cargo test` with the crate's other examples.
+fn bench_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("tests run from target/<profile>/deps");
+    let bench = profile_dir
+        .join("examples")
+        .join(format!("bench{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bench.exists(),
+        "{} is missing: run through `cargo test`, which builds the examples",
+        bench.display()
+    );
+    bench
+}
+
+fn field(line: &str, key: &str) -> Option<String> {
+    let rest = line.split(&format!("\"{key}\":")).nth(1)?;
+    Some(rest.split([',', '}']).next()?.trim_matches('"').to_string())
+}
+
+#[test]
+fn the_quick_bench_prints_a_json_line_per_workload() {
+    let out = Command::new(bench_binary())
+        .args(["--json", "--quick"])
+        .env("RAYON_NUM_THREADS", "1")
+        .output()
+        .expect("the bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    for line in &lines {
+        assert!(
+            line.starts_with('{') && line.ends_with('}'),
+            "not a JSON object: {line}"
+        );
+    }
+    let expected = [
+        "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "W8m", "T1",
+    ];
+    for w in expected {
+        let line = lines
+            .iter()
+            .find(|l| field(l, "workload").as_deref() == Some(w))
+            .unwrap_or_else(|| panic!("no line for {w} in\n{stdout}"));
+        let median: f64 = field(line, "median_ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{w} has no median_ms: {line}"));
+        assert!(median > 0.0 && median.is_finite(), "{line}");
+    }
+    let w3 = lines
+        .iter()
+        .find(|l| field(l, "workload").as_deref() == Some("W3"))
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(field(w3, "completed").as_deref(), Some("true"), "{w3}");
+    let rss: f64 = field(w3, "peak_rss_mib")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(rss > 0.0, "{w3}");
+}
