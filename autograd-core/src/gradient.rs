@@ -22,12 +22,7 @@ pub(crate) fn place(
         values
     } else {
         let mut data = crate::pool::zeroed(layout.cosize())?;
-        let mut it = values.into_iter();
-        layout.for_each_offset(|o| {
-            if let Some(v) = it.next() {
-                data[o] = v;
-            }
-        });
+        scatter_runs(&values, &layout, &mut data);
         data
     };
     let carrier = class.fresh(Buffer::F32(data))?;
@@ -36,6 +31,23 @@ pub(crate) fn place(
         layout,
         DType::Float32,
     ))
+}
+
+/// Writes `values` (logical order) to the offsets of `layout` in `data`, a run at a time.
+/// `data` covers the layout's cosize and `values` its size.
+pub(crate) fn scatter_runs(values: &[f32], layout: &Layout, data: &mut [f32]) {
+    let mut i = 0;
+    layout.for_each_run(|start, len, stride| {
+        let src = &values[i..i + len];
+        if stride == 1 {
+            data[start..start + len].copy_from_slice(src);
+        } else {
+            for (k, &v) in src.iter().enumerate() {
+                data[start + k * stride] = v;
+            }
+        }
+        i += len;
+    });
 }
 
 /// Whether values in logical order are exactly the storage of `layout` (no holes, no reorder).
@@ -214,12 +226,29 @@ impl Tensor {
             self.shape(),
             self.size()
         );
-        let layout = if self.layout().is_injective() {
+        place(values, self.gradient_layout()?, self.part_carrier(0))
+    }
+
+    /// Zeros laid out as [`Tensor::f32_like`] lays out values, with no pass over them.
+    pub(crate) fn f32_zeros_like(&self) -> Result<Tensor> {
+        let layout = self.gradient_layout()?;
+        let data = crate::pool::zeroed(layout.cosize())?;
+        let carrier = self.part_carrier(0).fresh(Buffer::F32(data))?;
+        Ok(Tensor::from_carrier_unchecked(
+            carrier,
+            layout,
+            DType::Float32,
+        ))
+    }
+
+    /// The layout a gradient for `self` takes: `self`'s own when injective, else the
+    /// canonical layout of its shape.
+    fn gradient_layout(&self) -> Result<Arc<Layout>> {
+        Ok(if self.layout().is_injective() {
             self.layout_arc().clone()
         } else {
             Arc::new(Layout::canonical(self.shape().clone())?)
-        };
-        place(values, layout, self.part_carrier(0))
+        })
     }
 
     /// A Float32 tensor holding `values` (logical order) in `layout`, in fresh storage of

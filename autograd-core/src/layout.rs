@@ -390,6 +390,19 @@ impl Layout {
 
     /// Calls `f` with every offset in logical order.
     pub fn for_each_offset(&self, mut f: impl FnMut(usize)) {
+        self.for_each_run(|start, len, stride| {
+            let mut o = start;
+            for _ in 0..len {
+                f(o);
+                o += stride;
+            }
+        });
+    }
+
+    /// Calls `f(start, len, stride)` for each run of the innermost coalesced leaf in logical
+    /// order: `len` offsets from `start`, `stride` apart. Kernels copy a run with stride 1 as
+    /// one slice.
+    pub fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize)) {
         if self.size == 0 {
             return;
         }
@@ -411,11 +424,7 @@ impl Layout {
         };
         let mut base = 0usize;
         loop {
-            let mut o = base;
-            for _ in 0..inner.extent {
-                f(o);
-                o += inner.stride;
-            }
+            f(base, inner.extent, inner.stride);
             // advance the odometer over the outer leaves
             let mut k = 0;
             loop {

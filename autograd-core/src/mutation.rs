@@ -246,9 +246,18 @@ impl InPlace<'_> {
                 }
             } else {
                 let mut i = 0;
-                layout.for_each_offset(|o| {
-                    f(&mut s[o], source(i));
-                    i += 1;
+                layout.for_each_run(|start, len, stride| {
+                    if stride == 1 {
+                        for d in &mut s[start..start + len] {
+                            f(d, source(i));
+                            i += 1;
+                        }
+                    } else {
+                        for k in 0..len {
+                            f(&mut s[start + k * stride], source(i));
+                            i += 1;
+                        }
+                    }
                 });
             }
             Ok(())

@@ -177,7 +177,7 @@ pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
     // u = c (x + k x^3), t = tanh u: d (x (1 + t) / 2) = (1 + t) / 2 + x (1 - t^2) c (1 + 3k x^2) / 2
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(zip(g, a, |g: f32, x: f32| {
-            let t = (SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)).tanh();
+            let t = super::num::tanh_f32(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x));
             let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
             g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
         })?))

@@ -14,19 +14,16 @@
 //!
 //! The methods of the same names on [`Tensor`] call these functions.
 
-use std::sync::Arc;
+use crate::{differentiable, Result, Tensor};
 
-use crate::{differentiable, Layout, Result, Tensor};
-
-/// Zeros of `a`'s shape (canonical layout, `a`'s carrier class) with `g` written into the cut
-/// `cut` makes of them: the cotangent of a cut view of `a`.
+/// Zeros of `a`'s shape (in the layout of `a`'s gradient and `a`'s carrier class) with `g`
+/// written into the cut `cut` makes of them: the cotangent of a cut view of `a`.
 fn scatter_into_zeros(
     a: &Tensor,
     g: &Tensor,
     cut: impl FnOnce(&Tensor) -> Result<Tensor>,
 ) -> Result<Tensor> {
-    let layout = Arc::new(Layout::canonical(a.shape().clone())?);
-    let zeros = a.f32_with_layout(vec![0.0; a.size()], layout)?;
+    let zeros = a.f32_zeros_like()?;
     cut(&zeros)?.copy_from(g)?;
     Ok(zeros)
 }
