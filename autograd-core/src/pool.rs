@@ -1,22 +1,36 @@
 //! Reuse of large Float32 buffers on the thread that freed them.
 //!
-//! A training step allocates the same large activations and gradients every iteration. Fresh
-//! multi-megabyte allocations come from the kernel (glibc maps them, or trims them from the
-//! heap top once freed), so every step would fault in and zero its pages again, which costs
-//! more than the arithmetic of an elementwise op. Dropped CPU buffers of at least
+//! A training step allocates the same activations and gradients every iteration. Allocations
+//! of this size come from the kernel (glibc maps them, or trims them from the heap top once
+//! freed), so every step would fault in and zero its pages again, which costs more than the
+//! arithmetic of an elementwise op or a small matrix product. Dropped CPU buffers of at least
 //! [`MIN_BYTES`] are kept here instead, bounded in count and bytes, and handed out zeroed.
+//!
+//! The pool is a queue in the order buffers were freed: a request takes the most recently
+//! freed buffer that fits, and when the bounds are reached the longest-held buffer goes back
+//! to the allocator, so the pool follows the sizes the current workload uses (a model trained
+//! after another does not find the pool full of the first one's sizes).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 
 /// Buffers smaller than this go back to the allocator (its own caches serve them well).
-const MIN_BYTES: usize = 1 << 20;
+const MIN_BYTES: usize = 64 << 10;
 /// At most this many buffers are held per thread.
-const MAX_HELD: usize = 16;
+const MAX_HELD: usize = 64;
 /// At most this many bytes are held per thread.
 const MAX_BYTES: usize = 256 << 20;
 
+/// The buffers one thread holds, oldest first, with their total size.
+struct Held {
+    buffers: VecDeque<Vec<f32>>,
+    bytes: usize,
+}
+
 thread_local! {
-    static HELD: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Held> = const {
+        RefCell::new(Held { buffers: VecDeque::new(), bytes: 0 })
+    };
 }
 
 fn bytes(v: &Vec<f32>) -> usize {
@@ -30,9 +44,12 @@ pub(crate) fn zeroed(n: usize) -> crate::error::Result<Vec<f32>> {
             .try_with(|h| {
                 let mut h = h.borrow_mut();
                 let i = h
+                    .buffers
                     .iter()
-                    .position(|v| v.capacity() >= n && v.capacity() / 2 <= n)?;
-                Some(h.swap_remove(i))
+                    .rposition(|v| v.capacity() >= n && v.capacity() / 2 <= n)?;
+                let v = h.buffers.remove(i)?;
+                h.bytes -= bytes(&v);
+                Some(v)
             })
             .ok()
             .flatten();
@@ -45,23 +62,33 @@ pub(crate) fn zeroed(n: usize) -> crate::error::Result<Vec<f32>> {
     crate::scalar::filled(n, 0.0f32)
 }
 
-/// Keeps `v` for reuse when it is large and there is room; otherwise frees it.
+/// Keeps `v` for reuse when it is large, evicting the longest-held buffers to stay within the
+/// bounds; a buffer larger than the byte bound is freed.
 pub(crate) fn recycle(v: Vec<f32>) {
-    if bytes(&v) < MIN_BYTES {
+    let size = bytes(&v);
+    if !(MIN_BYTES..=MAX_BYTES).contains(&size) {
         return;
     }
     let _ = HELD.try_with(|h| {
         let mut h = h.borrow_mut();
-        let total: usize = h.iter().map(bytes).sum();
-        if h.len() < MAX_HELD && total + bytes(&v) <= MAX_BYTES {
-            h.push(v);
+        while h.buffers.len() >= MAX_HELD || h.bytes + size > MAX_BYTES {
+            match h.buffers.pop_front() {
+                Some(old) => h.bytes -= bytes(&old),
+                None => break,
+            }
         }
+        h.bytes += size;
+        h.buffers.push_back(v);
     });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn held<R>(f: impl FnOnce(&Held) -> R) -> R {
+        HELD.with(|h| f(&h.borrow()))
+    }
 
     #[test]
     fn a_reused_buffer_comes_back_zeroed_and_small_ones_are_not_held() {
@@ -79,18 +106,29 @@ mod tests {
         let small = zeroed(n / 4).unwrap();
         assert_ne!(small.as_ptr(), address);
         recycle(vec![1.0; 8]);
-        HELD.with(|h| assert!(h.borrow().iter().all(|v| bytes(v) >= MIN_BYTES)));
+        held(|h| assert!(h.buffers.iter().all(|v| bytes(v) >= MIN_BYTES)));
     }
 
     #[test]
-    fn the_pool_is_bounded() {
+    fn the_pool_is_bounded_and_keeps_the_latest_sizes() {
         for _ in 0..2 * MAX_HELD {
             recycle(vec![0.0f32; MIN_BYTES / 4]);
         }
-        HELD.with(|h| {
-            let h = h.borrow();
-            assert!(h.len() <= MAX_HELD);
-            assert!(h.iter().map(bytes).sum::<usize>() <= MAX_BYTES);
+        held(|h| {
+            assert_eq!(h.buffers.len(), MAX_HELD);
+            assert_eq!(h.bytes, h.buffers.iter().map(bytes).sum::<usize>());
         });
+        // a full pool of small buffers still takes a larger one, evicting the oldest
+        let big = vec![0.0f32; 4 * MIN_BYTES];
+        let address = big.as_ptr();
+        recycle(big);
+        held(|h| {
+            assert!(h.buffers.len() <= MAX_HELD);
+            assert!(h.bytes <= MAX_BYTES);
+        });
+        assert_eq!(zeroed(4 * MIN_BYTES).unwrap().as_ptr(), address);
+        // more than the byte bound is never held
+        recycle(vec![0.0f32; MAX_BYTES / 4 + 1]);
+        held(|h| assert!(h.bytes <= MAX_BYTES));
     }
 }
