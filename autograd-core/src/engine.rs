@@ -432,14 +432,15 @@ impl Staging {
     pub(crate) fn commit(self) -> Result<()> {
         let mut entries: Vec<(Tensor, Tensor)> = self.finish()?.into_values().collect();
         entries.sort_by_key(|(t, _)| t.id());
-        let mut guards = Vec::with_capacity(entries.len());
-        let mut new = Vec::with_capacity(entries.len());
-        for (t, g) in &entries {
+        let (targets, gradients): (Vec<Tensor>, Vec<Tensor>) = entries.into_iter().unzip();
+        let mut guards = Vec::with_capacity(targets.len());
+        let mut new = Vec::with_capacity(targets.len());
+        for (t, g) in targets.iter().zip(gradients) {
             let guard = t.state();
             let class = t.part_carrier(0);
             let value = match &guard.grad {
-                Some(old) => gradient::add(g, old, class)?,
-                None => gradient::detached_copy(g, class)?,
+                Some(old) => gradient::add(&g, old, class)?,
+                None => gradient::detached(g, class)?,
             };
             new.push(value);
             guards.push(guard);

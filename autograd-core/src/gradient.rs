@@ -213,6 +213,37 @@ pub(crate) fn detached_copy(g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tens
     place(g.values::<f32>()?, g.layout_arc().clone(), class)
 }
 
+/// [`detached_copy`] of a staged gradient, without the copy when nothing else can observe
+/// `g`: the staging holds its only handle, no other tensor shares its storage (which holds
+/// exactly its layout's slots and is of `class`'s implementation class), and it carries no
+/// node or gradient of its own. Such a `g` already is a detached value in fresh storage (a
+/// VJP result or a private sum made during this traversal), and a copy would be a pass over
+/// every element of every large gradient for nothing.
+pub(crate) fn detached(g: Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
+    if is_private(&g, class) {
+        return Ok(g);
+    }
+    detached_copy(&g, class)
+}
+
+fn is_private(g: &Tensor, class: &Arc<dyn Carrier>) -> bool {
+    let crate::tensor::Parts::One { carrier, offset } = &g.0.parts else {
+        return false;
+    };
+    Arc::strong_count(&g.0) == 1
+        && Arc::weak_count(&g.0) == 0
+        && Arc::strong_count(carrier) == 1
+        && Arc::weak_count(carrier) == 0
+        && *offset == 0
+        && carrier.len() == g.layout().cosize()
+        && carrier.same_class(class.as_ref())
+        && !g.retains_grad()
+        && {
+            let state = g.state();
+            state.ctx.is_none() && state.grad.is_none()
+        }
+}
+
 impl Tensor {
     /// A Float32 tensor holding `values` (logical order) in a layout a gradient for `self` may
     /// have: `self`'s own layout when injective, else the canonical layout of its shape; in fresh
@@ -297,7 +328,9 @@ impl Tensor {
 
     /// `f32_like` with every element `value`.
     pub fn f32_full_like(&self, value: f32) -> Result<Tensor> {
-        self.f32_like(vec![value; self.size()])
+        let mut values = crate::pool::overwritable(self.size())?;
+        crate::kernel::fill_f32(&mut values, value);
+        self.f32_like(values)
     }
 }
 
@@ -334,8 +367,7 @@ impl Sum {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
                 let layout = first.layout_arc().clone();
-                let mut data = crate::pool::zeroed(layout.cosize())?;
-                scatter_add(&mut data, &layout, first)?;
+                let mut data = private_copy(first)?;
                 scatter_add(&mut data, &layout, g)?;
                 let class = first.part_carrier(0).clone();
                 *self = Sum::Owned(Box::new(OwnedSum {
@@ -369,6 +401,48 @@ impl Sum {
     }
 }
 
+/// The storage of `first` (the first contribution to a sum, at offset 0 or any offset) as a
+/// private buffer of its layout's cosize: copied slice-wise when dense on the CPU, else placed
+/// run by run into zeros.
+fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
+    let layout = first.layout();
+    if first.offset() == 0 && first.subtensor_count() == 1 && is_dense(layout) {
+        if let Some(cpu) = first.part_carrier(0).as_cpu() {
+            let n = layout.cosize();
+            let mut data = crate::pool::overwritable(n)?;
+            cpu.with_slice::<f32, _>(|s| copy_par(&mut data, &s[..n]))?;
+            return Ok(data);
+        }
+    }
+    let mut data = crate::pool::zeroed(layout.cosize())?;
+    scatter_add(&mut data, first.layout_arc(), first)?;
+    Ok(data)
+}
+
+/// `dst.copy_from_slice(src)`, in parallel above the kernels' threshold.
+fn copy_par(dst: &mut [f32], src: &[f32]) {
+    if crate::kernel::parallel(dst.len()) {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(crate::kernel::CHUNK)
+            .zip(src.par_chunks(crate::kernel::CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// `dst[i] += src[i]`, in parallel above the kernels' threshold.
+fn add_par(dst: &mut [f32], src: &[f32]) {
+    if crate::kernel::parallel(dst.len()) {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(crate::kernel::CHUNK)
+            .zip(src.par_chunks(crate::kernel::CHUNK))
+            .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, x)| *d += x));
+    } else {
+        dst.iter_mut().zip(src).for_each(|(d, x)| *d += x);
+    }
+}
+
 /// `data[offset] += g` at every offset of `layout`, `g` read in logical order.
 fn scatter_add(data: &mut [f32], layout: &Arc<Layout>, g: &Tensor) -> Result<()> {
     let same = Arc::ptr_eq(layout, g.layout_arc()) || **layout == *g.layout();
@@ -376,7 +450,7 @@ fn scatter_add(data: &mut [f32], layout: &Arc<Layout>, g: &Tensor) -> Result<()>
         if let Some(cpu) = g.carrier()?.as_cpu() {
             return cpu.with_slice::<f32, _>(|s| {
                 if layout.size() == layout.cosize() {
-                    data.iter_mut().zip(s).for_each(|(d, x)| *d += x);
+                    add_par(data, &s[..data.len().min(s.len())]);
                 } else {
                     layout.for_each_offset(|o| data[o] += s[o]);
                 }

@@ -37,29 +37,48 @@ fn bytes(v: &Vec<f32>) -> usize {
     v.capacity() * std::mem::size_of::<f32>()
 }
 
+/// The most recently freed held buffer of capacity `n..=2n`, if any.
+fn take_held(n: usize) -> Option<Vec<f32>> {
+    if n * std::mem::size_of::<f32>() < MIN_BYTES {
+        return None;
+    }
+    HELD.try_with(|h| {
+        let mut h = h.borrow_mut();
+        let i = h
+            .buffers
+            .iter()
+            .rposition(|v| v.capacity() >= n && v.capacity() / 2 <= n)?;
+        let v = h.buffers.remove(i)?;
+        h.bytes -= bytes(&v);
+        Some(v)
+    })
+    .ok()
+    .flatten()
+}
+
 /// `n` zeros, in a held buffer of capacity `n..=2n` when there is one.
 pub(crate) fn zeroed(n: usize) -> crate::error::Result<Vec<f32>> {
-    if n * std::mem::size_of::<f32>() >= MIN_BYTES {
-        let held = HELD
-            .try_with(|h| {
-                let mut h = h.borrow_mut();
-                let i = h
-                    .buffers
-                    .iter()
-                    .rposition(|v| v.capacity() >= n && v.capacity() / 2 <= n)?;
-                let v = h.buffers.remove(i)?;
-                h.bytes -= bytes(&v);
-                Some(v)
-            })
-            .ok()
-            .flatten();
-        if let Some(mut v) = held {
+    match take_held(n) {
+        Some(mut v) => {
             v.clear();
             v.resize(n, 0.0);
-            return Ok(v);
+            Ok(v)
         }
+        None => crate::scalar::filled(n, 0.0f32),
     }
-    crate::scalar::filled(n, 0.0f32)
+}
+
+/// `n` values for a caller that overwrites every one of them: a held buffer keeps whatever
+/// it held (no pass to zero it), a new one is zeroed by the allocator.
+pub(crate) fn overwritable(n: usize) -> crate::error::Result<Vec<f32>> {
+    match take_held(n) {
+        Some(mut v) => {
+            v.resize(n, 0.0);
+            v.truncate(n);
+            Ok(v)
+        }
+        None => crate::scalar::filled(n, 0.0f32),
+    }
 }
 
 /// Keeps `v` for reuse when it is large, evicting the longest-held buffers to stay within the
@@ -110,6 +129,21 @@ mod tests {
     }
 
     #[test]
+    fn an_overwritable_buffer_has_the_requested_length_and_reuses_storage() {
+        let n = MIN_BYTES / 4 + 5;
+        let v = overwritable(n).unwrap();
+        assert_eq!(v.len(), n);
+        assert!(v.iter().all(|&x| x == 0.0), "a new buffer is zeroed");
+        let address = v.as_ptr();
+        recycle(v);
+        let shorter = overwritable(n - 3).unwrap();
+        assert_eq!((shorter.as_ptr(), shorter.len()), (address, n - 3));
+        recycle(shorter);
+        let longer = overwritable(n).unwrap();
+        assert_eq!((longer.as_ptr(), longer.len()), (address, n));
+    }
+
+    #[test]
     fn the_pool_is_bounded_and_keeps_the_latest_sizes() {
         for _ in 0..2 * MAX_HELD {
             recycle(vec![0.0f32; MIN_BYTES / 4]);
@@ -126,7 +160,8 @@ mod tests {
             assert!(h.buffers.len() <= MAX_HELD);
             assert!(h.bytes <= MAX_BYTES);
         });
-        assert_eq!(zeroed(4 * MIN_BYTES).unwrap().as_ptr(), address);
+        let again = zeroed(4 * MIN_BYTES).unwrap();
+        assert_eq!(again.as_ptr(), address);
         // more than the byte bound is never held
         recycle(vec![0.0f32; MAX_BYTES / 4 + 1]);
         held(|h| assert!(h.bytes <= MAX_BYTES));

@@ -60,6 +60,18 @@ proptest! {
         let y = kernel::zip(&x, &c, |p: f32, q: f32| p * q - p).unwrap();
         let want: Vec<f32> = vals(&x).iter().map(|p| p * p - p).collect();
         prop_assert_eq!(vals(&y), want);
+        // the dense operand first: operands keep their order whichever one is strided
+        let shifted = kernel::map(&c, |v: f32| v + 1.0).unwrap();
+        let z = kernel::zip(&shifted, &x, |p: f32, q: f32| 2.0 * p - 3.0 * q).unwrap();
+        let want: Vec<f32> = vals(&x).iter().map(|p| 2.0 * (p + 1.0) - 3.0 * p).collect();
+        prop_assert_eq!(vals(&z), want);
+    }
+
+    #[test]
+    fn sum_f32_sums_any_layout(x in layouts()) {
+        let want: f64 = vals(&x).iter().map(|&v| f64::from(v)).sum();
+        let got = kernel::sum_f32(&x).unwrap();
+        prop_assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{} vs {}", got, want);
     }
 
     #[test]

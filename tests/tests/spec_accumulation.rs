@@ -193,3 +193,58 @@ fn leaf_tensors_accumulate_detached_gradients__a_cotangent_shared_by_several_con
     assert_eq!(v(r[2].as_ref().unwrap()), vec![1.0, 10.0]);
     assert_ne!(carrier_id(r[2].as_ref().unwrap()), carrier_id(&g));
 }
+
+/// The commit skips the copy only for a gradient nothing else can see: a VJP that keeps a
+/// handle to the tensor it returns (or hands one tensor to two inputs) still leaves each
+/// `.grad` a detached copy that later writes to the kept handle do not reach.
+#[test]
+fn leaf_tensors_accumulate_detached_gradients__a_gradient_a_vjp_keeps_is_copied() {
+    use std::sync::{Arc, Mutex};
+    let x = t(&[1.0, 2.0, 3.0], &[3]);
+    let kept: Arc<Mutex<Option<Tensor>>> = Arc::default();
+    let stash = kept.clone();
+    let y =
+        autograd_core::custom_gradient(mul_scalar(&x, 1.0).unwrap().detach(), &[&x], move |g| {
+            let out = mul_scalar(g, 2.0)?;
+            *stash.lock().unwrap() = Some(out.clone());
+            Ok(vec![Some(out)])
+        })
+        .unwrap();
+    y.backward_with(Some(&t(&[1.0, 1.0, 1.0], &[3])), false)
+        .unwrap();
+    let kept = kept.lock().unwrap().take().unwrap();
+    kept.fill(-9.0).unwrap();
+    assert_eq!(v(&x.grad().unwrap().unwrap()), vec![2.0, 2.0, 2.0]);
+    assert_ne!(carrier_id(&x.grad().unwrap().unwrap()), carrier_id(&kept));
+
+    // one cotangent handed to both inputs of `add`: two gradients, two storages
+    let (a, b) = (t(&[1.0; 4], &[4]), t(&[2.0; 4], &[4]));
+    let s = add(&a, &b).unwrap();
+    s.backward_with(Some(&t(&[0.5; 4], &[4])), false).unwrap();
+    let (ga, gb) = (a.grad().unwrap().unwrap(), b.grad().unwrap().unwrap());
+    assert_ne!(carrier_id(&ga), carrier_id(&gb));
+    ga.fill(7.0).unwrap();
+    assert_eq!(v(&gb), vec![0.5; 4]);
+}
+
+/// A large gradient (above the inline storage and the kernels' parallel threshold) that the
+/// traversal made privately is committed as it is, and is still a detached value of the leaf's
+/// carrier class that the next traversal accumulates into.
+#[test]
+fn leaf_tensors_accumulate_detached_gradients__large_private_gradients_accumulate() {
+    let n = 1 << 16;
+    let x = tc(&vec![1.0; n], &[n]);
+    let y = mul_scalar(&mul_scalar(&x, 3.0).unwrap(), 2.0).unwrap();
+    let g = t(&vec![1.0; n], &[n]);
+    y.backward_with(Some(&g), true).unwrap();
+    let first = x.grad().unwrap().unwrap();
+    assert!(on_test_carrier(&first));
+    assert!(first.autograd_ctx().is_none());
+    assert!(v(&first).iter().all(|&e| e == 6.0));
+    y.backward_with(Some(&g), false).unwrap();
+    assert!(v(&x.grad().unwrap().unwrap()).iter().all(|&e| e == 12.0));
+    assert!(
+        v(&first).iter().all(|&e| e == 6.0),
+        "the first .grad value is unchanged"
+    );
+}

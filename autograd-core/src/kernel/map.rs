@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::access::{read, read_pair, Elements};
-use super::output::fresh_like;
+use super::output::fresh_like_overwritten;
 use super::parallel::{parallel, CHUNK};
 use crate::error::{ensure, Result};
 use crate::scalar::Element;
@@ -14,7 +14,7 @@ use crate::tensor::Tensor;
 /// storage of `a`'s carrier class. `a` may have any layout (transposed, sliced, broadcast).
 pub fn map<T: Element, U: Element>(a: &Tensor, f: impl Fn(T) -> U + Sync) -> Result<Tensor> {
     read::<T, _>(a, |x| {
-        fresh_like::<U>(a, |out| {
+        fresh_like_overwritten::<U>(a, |out| {
             fill_from(out, &x, &f);
             Ok(())
         })
@@ -37,11 +37,20 @@ pub fn zip<T: Element, U: Element, V: Element>(
         b.shape()
     );
     read_pair::<T, U, _>(a, b, |x, y| {
-        fresh_like::<V>(a, |out| {
+        fresh_like_overwritten::<V>(a, |out| {
             zip_into(out, &x, &y, &f);
             Ok(())
         })
     })?
+}
+
+/// Sets every element of `out` to `value`, in parallel above the threshold.
+pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
+    if parallel(out.len()) {
+        out.par_chunks_mut(CHUNK).for_each(|o| o.fill(value));
+    } else {
+        out.fill(value);
+    }
 }
 
 fn fill_from<T: Element, U: Element>(
@@ -90,16 +99,16 @@ fn zip_into<T: Element, U: Element, V: Element>(
         return;
     }
     // One dense operand and one strided or broadcast one (a bias row): walk the other's runs,
-    // each a slice, a repeated value or a strided walk.
+    // each a slice, a repeated value or a strided walk, beside the matching dense slice.
     if let Some(xs) = x.as_slice() {
         run_chunks(out, |start, o| {
-            zip_runs(o, y, |i, q| f(xs[start + i], q), start);
+            zip_runs(o, &xs[start..start + o.len()], y, start, f);
         });
         return;
     }
     if let Some(ys) = y.as_slice() {
         run_chunks(out, |start, o| {
-            zip_runs(o, x, |i, p| f(p, ys[start + i]), start);
+            zip_runs(o, &ys[start..start + o.len()], x, start, |q, p| f(p, q));
         });
         return;
     }
@@ -128,34 +137,34 @@ fn run_chunks<V: Element>(out: &mut [V], chunk: impl Fn(usize, &mut [V]) + Sync)
     }
 }
 
-/// `o[i] = g(i, e_(start + i))` for the elements `e` of `y` at logical positions
-/// `start..start + o.len()`, walked run by run.
-fn zip_runs<U: Element, V: Element>(
+/// `o[i] = h(dense[i], e_(start + i))` for the elements `e` of `y` at logical positions
+/// `start..start + o.len()`, walked run by run (`dense` is as long as `o`).
+fn zip_runs<D: Element, U: Element, V: Element>(
     o: &mut [V],
+    dense: &[D],
     y: &Elements<'_, U>,
-    g: impl Fn(usize, U) -> V,
     start: usize,
+    h: impl Fn(D, U) -> V,
 ) {
     let data = y.data();
     let mut i = 0;
     y.for_each_run_in(start, o.len(), |r| {
         let dst = &mut o[i..i + r.len];
+        let src = &dense[i..i + r.len];
         match r.stride {
             0 => {
                 let q = data[r.start];
-                dst.iter_mut()
-                    .enumerate()
-                    .for_each(|(k, d)| *d = g(i + k, q));
+                dst.iter_mut().zip(src).for_each(|(d, &p)| *d = h(p, q));
             }
             1 => dst
                 .iter_mut()
-                .zip(&data[r.start..r.start + r.len])
-                .enumerate()
-                .for_each(|(k, (d, &q))| *d = g(i + k, q)),
+                .zip(src.iter().zip(&data[r.start..r.start + r.len]))
+                .for_each(|(d, (&p, &q))| *d = h(p, q)),
             s => dst
                 .iter_mut()
+                .zip(src)
                 .enumerate()
-                .for_each(|(k, d)| *d = g(i + k, data[r.start + k * s])),
+                .for_each(|(k, (d, &p))| *d = h(p, data[r.start + k * s])),
         }
         i += r.len;
     });

@@ -15,6 +15,33 @@ pub fn fresh<T: Element>(
     layout: Arc<Layout>,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
+    fresh_with(like, layout, Init::Zeroed, f)
+}
+
+/// What a kernel finds in the buffer it writes.
+#[derive(Clone, Copy)]
+pub(crate) enum Init {
+    /// Zeros: the kernel may write only some elements, or add into them.
+    Zeroed,
+    /// Unspecified values: the kernel writes every element (maps), so a reused buffer is not
+    /// zeroed first.
+    Overwritten,
+}
+
+/// [`fresh`] with `like`'s shape for a kernel that writes every element.
+pub(crate) fn fresh_like_overwritten<T: Element>(
+    like: &Tensor,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    fresh_with(like, compact_layout_of(like)?, Init::Overwritten, f)
+}
+
+fn fresh_with<T: Element>(
+    like: &Tensor,
+    layout: Arc<Layout>,
+    init: Init,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
     let n = layout.size();
     crate::error::ensure!(
         n == 0 || (n == layout.cosize() && layout.is_row_major_contiguous()),
@@ -31,7 +58,11 @@ pub fn fresh<T: Element>(
     }
     // Float32 results reuse a large buffer this thread freed, when there is one.
     let reused = if T::DTYPE == crate::DType::Float32 {
-        T::from_buffer(crate::scalar::Buffer::F32(crate::pool::zeroed(n)?))
+        let data = match init {
+            Init::Zeroed => crate::pool::zeroed(n)?,
+            Init::Overwritten => crate::pool::overwritable(n)?,
+        };
+        T::from_buffer(crate::scalar::Buffer::F32(data))
     } else {
         None
     };

@@ -132,3 +132,51 @@ pub fn map_rows<T: Element, U: Element>(
         })
     })?
 }
+
+/// The sum of every element of a Float32 tensor, accumulated in `f64`. Unlike [`reduce`], the
+/// order of additions is not the logical order: a contiguous tensor is summed in blocks with
+/// several independent accumulators (and blocks on several threads), which vectorises; with
+/// `f64` accumulation of `f32` values the result differs from the sequential sum only in
+/// rounding far below `f32` precision.
+///
+/// ```
+/// use autograd_core::{kernel, shape, Tensor};
+/// let a = Tensor::from_vec((1..=100).map(|x| x as f32).collect(), shape![10, 10]).unwrap();
+/// assert_eq!(kernel::sum_f32(&a).unwrap(), 5050.0);
+/// assert_eq!(kernel::sum_f32(&a.transpose(0, 1).unwrap()).unwrap(), 5050.0);
+/// ```
+pub fn sum_f32(a: &Tensor) -> Result<f64> {
+    read::<f32, _>(a, |x| match x.as_slice() {
+        Some(s) if parallel(s.len()) => s
+            .par_chunks(super::parallel::CHUNK)
+            .map(block_sum)
+            .sum::<f64>(),
+        Some(s) => block_sum(s),
+        None => {
+            let data = x.data();
+            let mut total = 0.0f64;
+            x.for_each_run_in(0, a.size(), |r| {
+                total += match r.stride {
+                    0 => f64::from(data[r.start]) * r.len as f64,
+                    1 => block_sum(&data[r.start..r.start + r.len]),
+                    s => (0..r.len).map(|k| f64::from(data[r.start + k * s])).sum(),
+                };
+            });
+            total
+        }
+    })
+}
+
+/// `s` summed in `f64` with eight independent accumulators.
+fn block_sum(s: &[f32]) -> f64 {
+    const LANES: usize = 8;
+    let mut acc = [0.0f64; LANES];
+    let chunks = s.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f64::from(v);
+        }
+    }
+    acc.iter().sum::<f64>() + tail.iter().map(|&v| f64::from(v)).sum::<f64>()
+}

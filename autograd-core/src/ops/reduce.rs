@@ -15,17 +15,9 @@ pub fn sum(a: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(a.f32_full_like(g.values::<f32>()?[0])?))
     }
-    let axes: Vec<usize> = (0..a.layout().rank()).collect();
-    let total = kernel::reduce(
-        a,
-        &axes,
-        false,
-        || 0.0f64,
-        |s, x: f32| s + f64::from(x),
-        |s, _| s as f32,
-    )?;
+    ensure_f32("sum", a)?;
     // a scalar: one top-level leaf mode of extent 1
-    total.with_layout_detached(crate::Layout::row_major(&[1])?, 0)
+    scalar_like(a, kernel::sum_f32(a)? as f32)
 }
 
 /// For every position of a tensor of extents `dims` (logical order), the row-major index of
@@ -49,6 +41,15 @@ fn groups(dims: &[usize], axes: &[usize]) -> Vec<usize> {
 fn group_len(a: &Tensor, axes: &[usize]) -> usize {
     let dims = a.dims();
     axes.iter().filter_map(|&i| dims.get(i)).product()
+}
+
+/// `value` as a one-element tensor of layout `(1):(1)` in fresh storage of `a`'s carrier
+/// class.
+fn scalar_like(a: &Tensor, value: f32) -> Result<Tensor> {
+    a.f32_from_slice(
+        &[value],
+        std::sync::Arc::new(crate::Layout::row_major(&[1])?),
+    )
 }
 
 /// Refuses anything but Float32 for the differentiable reductions.
@@ -101,16 +102,7 @@ pub fn mean(a: &Tensor) -> Result<Tensor> {
         )?))
     }
     ensure_f32("mean", a)?;
-    let axes: Vec<usize> = (0..a.layout().rank()).collect();
-    let m = kernel::reduce(
-        a,
-        &axes,
-        false,
-        || 0.0f64,
-        |s, x: f32| s + f64::from(x),
-        |s, n| (s / n as f64) as f32,
-    )?;
-    m.with_layout_detached(crate::Layout::row_major(&[1])?, 0)
+    scalar_like(a, (kernel::sum_f32(a)? / a.size() as f64) as f32)
 }
 
 /// The mean over the top-level `axes` (NaN for an empty group).
