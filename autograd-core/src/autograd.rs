@@ -334,26 +334,53 @@ pub fn grad(
     if let Some(claim) = &mut claim {
         claim.rest()?;
     }
-    let results = inputs
-        .iter()
-        .map(|t| {
-            if options.batched {
-                stack(t, &runs)
-            } else {
-                single(t, &runs[0])
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let results = if options.batched {
+        inputs
+            .iter()
+            .map(|t| stack(t, &runs))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        let mut staged = runs.pop().unwrap_or_default();
+        // how many more times each input is requested: only its last request may take the
+        // staged gradient itself, so that every returned gradient has storage of its own
+        let mut remaining: IdMap<usize> = IdMap::default();
+        for t in inputs {
+            *remaining.entry(t.id()).or_default() += 1;
+        }
+        inputs
+            .iter()
+            .map(|t| {
+                let left = remaining.get_mut(&t.id()).map_or(0, |n| {
+                    *n -= 1;
+                    *n
+                });
+                single(t, &mut staged, left == 0)
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
     if let Some(claim) = claim {
         claim.finish();
     }
     Ok(results)
 }
 
-fn single(input: &Tensor, staged: &IdMap<(Tensor, Tensor)>) -> Result<Option<Tensor>> {
+/// `input`'s gradient from one run, as a detached value of its carrier class; the `last`
+/// request for an input takes the staged gradient (copied only if something else can see it).
+fn single(
+    input: &Tensor,
+    staged: &mut IdMap<(Tensor, Tensor)>,
+    last: bool,
+) -> Result<Option<Tensor>> {
+    let class = input.part_carrier(0);
+    if last {
+        return staged
+            .remove(&input.id())
+            .map(|(_, g)| gradient::detached(g, class))
+            .transpose();
+    }
     staged
         .get(&input.id())
-        .map(|(_, g)| gradient::detached_copy(g, input.part_carrier(0)))
+        .map(|(_, g)| gradient::detached_copy(g, class))
         .transpose()
 }
 

@@ -246,3 +246,24 @@ fn functional_gradients_collect_vector_jacobian_products_without_touching_grad__
     assert!(r[1].is_none());
     assert_eq!(grad_vals(&z), None);
 }
+
+/// Every returned gradient is a detached value with storage of its own, also when one input is
+/// requested twice or the gradient is one a VJP made privately (which the call hands out
+/// without a copy).
+#[test]
+fn functional_gradients_collect_vector_jacobian_products_without_touching_grad__each_result_has_its_own_storage(
+) {
+    let n = 1 << 16;
+    let x = autograd_tests::t(&vec![1.5; n], &[n]);
+    let y = autograd_ops::mul_scalar(&x, 4.0).unwrap();
+    let g = autograd_tests::t(&vec![1.0; n], &[n]);
+    let got =
+        autograd_core::grad(&y, &[&x, &x], &g, autograd_core::GradOptions::default()).unwrap();
+    let (a, b) = (got[0].clone().unwrap(), got[1].clone().unwrap());
+    assert!(a.autograd_ctx().is_none() && b.autograd_ctx().is_none());
+    a.fill(0.0).unwrap();
+    assert!(b.values::<f32>().unwrap().iter().all(|&e| e == 4.0));
+    assert!(x.grad().unwrap().is_none());
+    g.fill(9.0).unwrap();
+    assert!(b.values::<f32>().unwrap().iter().all(|&e| e == 4.0));
+}
