@@ -25,6 +25,7 @@ pub use crate::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_pair, Elements, Run};
 pub(crate) use map::fill_f32;
 pub use map::{map, zip};
+pub(crate) use output::fresh_overwritten;
 pub use output::{fresh, fresh_like};
 pub(crate) use parallel::{parallel, CHUNK};
 pub use parallel::{threads, PARALLEL_THRESHOLD};

@@ -28,12 +28,21 @@ pub(crate) enum Init {
     Overwritten,
 }
 
-/// [`fresh`] with `like`'s shape for a kernel that writes every element.
+/// [`fresh`] for a kernel that writes every element (a map, a matrix product).
+pub(crate) fn fresh_overwritten<T: Element>(
+    like: &Tensor,
+    layout: Arc<Layout>,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    fresh_with(like, layout, Init::Overwritten, f)
+}
+
+/// [`fresh_overwritten`] with `like`'s shape.
 pub(crate) fn fresh_like_overwritten<T: Element>(
     like: &Tensor,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_with(like, compact_layout_of(like)?, Init::Overwritten, f)
+    fresh_overwritten(like, compact_layout_of(like)?, f)
 }
 
 fn fresh_with<T: Element>(

@@ -70,7 +70,8 @@ fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
     let layout = Arc::new(Layout::row_major(&out_dims)?);
     let threads = kernel::threads();
     kernel::read_pair::<f32, f32, _>(&a, &b, |ea, eb| {
-        kernel::fresh::<f32>(&a, layout, |out| {
+        // every matrix of the result is written (GEMM without accumulation)
+        kernel::fresh_overwritten::<f32>(&a, layout, |out| {
             let mut index = vec![0usize; batch.len()];
             for (i, c) in out.chunks_mut((m * n).max(1)).take(count).enumerate() {
                 if i > 0 {
