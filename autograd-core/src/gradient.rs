@@ -401,46 +401,27 @@ impl Sum {
     }
 }
 
-/// The storage of `first` (the first contribution to a sum, at offset 0 or any offset) as a
-/// private buffer of its layout's cosize: copied slice-wise when dense on the CPU, else placed
-/// run by run into zeros.
+/// The storage of `first` (the first contribution to a sum) as a private buffer of its
+/// layout's cosize: copied slice-wise when dense on the CPU, else placed run by run into zeros.
 fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
     let layout = first.layout();
+    let n = layout.cosize();
     if first.offset() == 0 && first.subtensor_count() == 1 && is_dense(layout) {
         if let Some(cpu) = first.part_carrier(0).as_cpu() {
-            let n = layout.cosize();
             let mut data = crate::pool::overwritable(n)?;
-            cpu.with_slice::<f32, _>(|s| copy_par(&mut data, &s[..n]))?;
-            return Ok(data);
+            let copied = cpu.with_slice::<f32, _>(|s| {
+                s.get(..n)
+                    .map(|src| crate::kernel::update_f32(&mut data, src, |d, x| *d = x))
+                    .is_some()
+            })?;
+            if copied {
+                return Ok(data);
+            }
         }
     }
-    let mut data = crate::pool::zeroed(layout.cosize())?;
+    let mut data = crate::pool::zeroed(n)?;
     scatter_add(&mut data, first.layout_arc(), first)?;
     Ok(data)
-}
-
-/// `dst.copy_from_slice(src)`, in parallel above the kernels' threshold.
-fn copy_par(dst: &mut [f32], src: &[f32]) {
-    if crate::kernel::parallel(dst.len()) {
-        use rayon::prelude::*;
-        dst.par_chunks_mut(crate::kernel::CHUNK)
-            .zip(src.par_chunks(crate::kernel::CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
-
-/// `dst[i] += src[i]`, in parallel above the kernels' threshold.
-fn add_par(dst: &mut [f32], src: &[f32]) {
-    if crate::kernel::parallel(dst.len()) {
-        use rayon::prelude::*;
-        dst.par_chunks_mut(crate::kernel::CHUNK)
-            .zip(src.par_chunks(crate::kernel::CHUNK))
-            .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, x)| *d += x));
-    } else {
-        dst.iter_mut().zip(src).for_each(|(d, x)| *d += x);
-    }
 }
 
 /// `data[offset] += g` at every offset of `layout`, `g` read in logical order.
@@ -450,7 +431,7 @@ fn scatter_add(data: &mut [f32], layout: &Arc<Layout>, g: &Tensor) -> Result<()>
         if let Some(cpu) = g.carrier()?.as_cpu() {
             return cpu.with_slice::<f32, _>(|s| {
                 if layout.size() == layout.cosize() {
-                    add_par(data, &s[..data.len().min(s.len())]);
+                    crate::kernel::update_f32(data, s, |d, x| *d += x);
                 } else {
                     layout.for_each_offset(|o| data[o] += s[o]);
                 }

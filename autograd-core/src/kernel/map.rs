@@ -53,6 +53,19 @@ pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
     }
 }
 
+/// `f(dst[i], src[i])` over two slices of one length (the shorter bounds it), in parallel
+/// above the threshold: the engine's copies and in-place sums of gradient buffers.
+pub(crate) fn update_f32(dst: &mut [f32], src: &[f32], f: impl Fn(&mut f32, f32) + Sync) {
+    let body = |d: &mut [f32], s: &[f32]| d.iter_mut().zip(s).for_each(|(d, &x)| f(d, x));
+    if parallel(dst.len()) {
+        dst.par_chunks_mut(CHUNK)
+            .zip(src.par_chunks(CHUNK))
+            .for_each(|(d, s)| body(d, s));
+    } else {
+        body(dst, src);
+    }
+}
+
 fn fill_from<T: Element, U: Element>(
     out: &mut [U],
     x: &Elements<'_, T>,

@@ -23,10 +23,9 @@ mod reduce;
 
 pub use crate::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_pair, Elements, Run};
-pub(crate) use map::fill_f32;
+pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, zip};
 pub(crate) use output::fresh_overwritten;
 pub use output::{fresh, fresh_like};
-pub(crate) use parallel::{parallel, CHUNK};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
