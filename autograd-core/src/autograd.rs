@@ -311,6 +311,28 @@ pub fn grad(
         Some(plan) if !options.retain_graph => Some(Claim::begin(plan)?),
         _ => None,
     };
+    // Batched cotangents run through the graph at once when every node reached has a batched
+    // VJP (and no requested tensor needs a per-index broadcast fold); else one by one.
+    if let (true, Some(plan)) = (options.batched, &plan) {
+        let single_layouts = inputs
+            .iter()
+            .all(|t| t.layout().aliasing() == crate::layout::Aliasing::None);
+        if single_layouts && !wanted(output) {
+            if let Some(staged) = all_at_once(plan, output, &batch, &wanted)? {
+                if let Some(claim) = &mut claim {
+                    claim.rest()?;
+                }
+                let results = inputs
+                    .iter()
+                    .map(|t| unstack(t, &staged, batch.len()))
+                    .collect::<Result<Vec<_>>>()?;
+                if let Some(claim) = claim {
+                    claim.finish();
+                }
+                return Ok(results);
+            }
+        }
+    }
     let last = batch.len().saturating_sub(1);
     let mut runs = Vec::with_capacity(batch.len());
     for (k, cot) in batch.into_iter().enumerate() {
@@ -404,6 +426,40 @@ fn stack(input: &Tensor, runs: &[IdMap<(Tensor, Tensor)>]) -> Result<Option<Tens
     }
     let stacked = layout.prepend_mode(runs.len(), layout.cosize())?;
     gradient::place(values, Arc::new(stacked), input.part_carrier(0)).map(Some)
+}
+
+/// The K validated cotangents `batch` propagated through `plan` at once, as one cotangent with
+/// a leading batch mode; `None` when a node reached has no batched VJP (nothing was released
+/// or committed, and the caller runs them one by one).
+fn all_at_once(
+    plan: &Plan,
+    output: &Tensor,
+    batch: &[Tensor],
+    wanted: &dyn Fn(&Tensor) -> bool,
+) -> Result<Option<IdMap<(Tensor, Tensor)>>> {
+    let k = batch.len();
+    let mut values = with_capacity(output.size().saturating_mul(k))?;
+    for cot in batch {
+        values.extend(cot.values::<f32>()?);
+    }
+    let layout = Layout::compact_row_major(crate::batch::batched_shape(output.shape(), k)?)?;
+    let stacked = output.f32_with_layout(values, Arc::new(layout))?;
+    let mut staging = Staging::default();
+    if !crate::engine::propagate_batched(plan, stacked, k, &Sink::Collect(wanted), &mut staging)? {
+        return Ok(None);
+    }
+    staging.finish().map(Some)
+}
+
+/// `input`'s K gradients from [`all_at_once`], stacked as [`stack`] stacks K runs: a leading
+/// batch mode whose stride is the cosize of the input's (injective) layout.
+fn unstack(input: &Tensor, staged: &IdMap<(Tensor, Tensor)>, k: usize) -> Result<Option<Tensor>> {
+    let Some((_, g)) = staged.get(&input.id()) else {
+        return Ok(None);
+    };
+    let layout = input.layout();
+    let stacked = layout.prepend_mode(k, layout.cosize())?;
+    gradient::place(g.values::<f32>()?, Arc::new(stacked), input.part_carrier(0)).map(Some)
 }
 
 /// Splits a batched cotangent into its K cotangents for `output`, each validated.

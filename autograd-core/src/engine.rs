@@ -459,9 +459,35 @@ pub(crate) fn propagate(
     root_cotangent: Tensor,
     sink: &Sink<'_>,
     staging: &mut Staging,
+    claim: Option<&mut Claim<'_>>,
+    profile: Option<&mut BackwardProfile>,
+) -> Result<()> {
+    propagate_with(plan, root_cotangent, None, sink, staging, claim, profile).map(|_| ())
+}
+
+/// [`propagate`] of `K` cotangents at once (`batch` is `Some(K)`): `root_cotangent` has a
+/// leading batch mode of extent K before the root's shape, and every node runs its
+/// [`Operation::backward_batched`]. Returns `false`, having staged only partial sums that the
+/// caller discards, when a node reached has no batched VJP.
+pub(crate) fn propagate_batched(
+    plan: &Plan,
+    root_cotangent: Tensor,
+    batch: usize,
+    sink: &Sink<'_>,
+    staging: &mut Staging,
+) -> Result<bool> {
+    propagate_with(plan, root_cotangent, Some(batch), sink, staging, None, None)
+}
+
+fn propagate_with(
+    plan: &Plan,
+    root_cotangent: Tensor,
+    batch: Option<usize>,
+    sink: &Sink<'_>,
+    staging: &mut Staging,
     mut claim: Option<&mut Claim<'_>>,
     mut profile: Option<&mut BackwardProfile>,
-) -> Result<()> {
+) -> Result<bool> {
     let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.slot_count());
     cotangents.resize_with(plan.slot_count(), || None);
     cotangents[plan.root_slot] = Some(Sum::Shared(root_cotangent));
@@ -476,7 +502,12 @@ pub(crate) fn propagate(
             if !step.useful {
                 continue;
             }
-            Cotangent::One(g.into_tensor()?)
+            match batch {
+                Some(k) => Cotangent::Batched(g.into_tensor()?, k),
+                None => Cotangent::One(g.into_tensor()?),
+            }
+        } else if batch.is_some() {
+            return Ok(false);
         } else {
             several.clear();
             for slot in slots {
@@ -510,7 +541,7 @@ pub(crate) fn propagate(
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
-        run_vjp(&*step.node, g, claiming, needed, |j, input, gi| {
+        let ran = run_vjp(&*step.node, g, claiming, needed, |j, input, gi| {
             if started.is_some() {
                 bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
             }
@@ -524,6 +555,9 @@ pub(crate) fn propagate(
                 (false, None) => Ok(()),
             }
         })?;
+        if !ran {
+            return Ok(false);
+        }
         if let (Some(p), Some(t0)) = (profile.as_deref_mut(), started) {
             p.record(&*step.node, t0.elapsed(), bytes);
         }
@@ -531,7 +565,7 @@ pub(crate) fn propagate(
             claim.claimed[i as usize] = true;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The cotangent a node's VJP runs with: of its one result, or of each of its results
@@ -539,6 +573,8 @@ pub(crate) fn propagate(
 pub(crate) enum Cotangent<'a> {
     One(Tensor),
     Several(&'a [Option<Tensor>]),
+    /// K cotangents of the one result along a leading batch mode of extent `.1`.
+    Batched(Tensor, usize),
 }
 
 fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
@@ -557,14 +593,15 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// exactly). Hands `(input index, input, gradient per logical position)` to `each` for every
 /// needed input that received one. `needed` and `each` run while the node's saved state is
 /// locked, so they must not touch the node. With `claim`, a successful run also claims the
-/// node for release, under the same lock.
+/// node for release, under the same lock. Returns `false`, having run nothing, for batched
+/// cotangents of a node without a batched VJP.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
     claim: bool,
     needed: impl Fn(usize, &Tensor) -> bool,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
-) -> Result<()> {
+) -> Result<bool> {
     // One lock for the version check and the mask; most nodes have at most four inputs.
     let mut small = [false; 4];
     let mut large = Vec::new();
@@ -589,11 +626,19 @@ pub(crate) fn run_vjp(
     } else {
         &large
     };
+    let mut batch = None;
     let grads = {
         let _guard = no_grad();
         match g {
             Cotangent::One(g) => node.backward_needed(&g, mask),
             Cotangent::Several(gs) => node.backward_outputs(gs, mask),
+            Cotangent::Batched(g, k) => {
+                batch = Some(k);
+                match node.backward_batched(&g, mask) {
+                    Some(grads) => grads,
+                    None => return Ok(false),
+                }
+            }
         }
         .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
     };
@@ -612,7 +657,11 @@ pub(crate) fn run_vjp(
             if !mask.get(j).copied().unwrap_or(false) {
                 continue;
             }
-            let gi = match gradient::check_cotangent(input, gi) {
+            let checked = match batch {
+                Some(k) => gradient::check_batched_cotangent(input, gi, k),
+                None => gradient::check_cotangent(input, gi),
+            };
+            let gi = match checked {
                 Ok(gi) => gi,
                 Err(e) => return Some(Failure::Gradient(j, e)),
             };
@@ -630,7 +679,7 @@ pub(crate) fn run_vjp(
     };
     match failure {
         None if claim && !claimed => Err(node.saved().released_error(node.name())),
-        None => Ok(()),
+        None => Ok(true),
         Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(
             Value,

@@ -122,6 +122,29 @@ pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
     Ok(g)
 }
 
+/// Checks `g`, the gradients of `k` batched products for `target`: Float32 with one
+/// subtensor, a leading batch mode of extent `k` before `target`'s shape, in an injective
+/// layout (its values are read per logical position). A target whose aliasing broadcast modes
+/// do not explain is refused, as for one cotangent.
+pub(crate) fn check_batched_cotangent(target: &Tensor, g: Tensor, k: usize) -> Result<Tensor> {
+    ensure_plain_f32(&g, "a batched cotangent")?;
+    ensure!(
+        target.layout().aliasing() != Aliasing::Other,
+        Value,
+        "the target layout {} aliases storage in a way that broadcast (stride-0) modes do not explain; its gradient would be under-counted",
+        target.layout()
+    );
+    let want = crate::batch::batched_shape(target.shape(), k)?;
+    ensure!(
+        *g.shape() == want && g.layout().is_injective(),
+        Value,
+        "a batched gradient for a tensor of shape {} must have shape {want} in an injective layout, got {}",
+        target.shape(),
+        g.layout()
+    );
+    Ok(g)
+}
+
 /// `g`, a checked cotangent of `target` per logical position, as `target`'s gradient buffer:
 /// unchanged when the target is injective; for a broadcast target, the canonical layout with
 /// the sum of every position sharing a storage slot placed at each of those positions.

@@ -4,6 +4,7 @@
 //! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
 
 mod array;
+pub mod batch;
 mod captured;
 mod carrier;
 mod construct;

@@ -21,12 +21,27 @@ pub use crate::op::{
 pub use crate::tensor::Tensor;
 pub use std::panic::Location;
 
-/// Checks that the cotangent `g` handed to `node` has the shape of the node's output.
-pub fn check_cotangent(node: &dyn Operation, g: &Tensor, output: &Layout) -> Result<()> {
+/// Checks that the cotangent `g` handed to `node` has the shape of the node's output, or with
+/// `batched` that shape after a leading batch mode ([`crate::batch`]).
+pub fn check_cotangent(
+    node: &dyn Operation,
+    g: &Tensor,
+    output: &Layout,
+    batched: bool,
+) -> Result<()> {
+    let fits = if batched {
+        crate::batch::extent(g, output.rank())
+            .map(|k| crate::batch::batched_shape(output.shape(), k))
+            .transpose()?
+            .is_some_and(|want| *g.shape() == want)
+    } else {
+        g.shape() == output.shape()
+    };
     ensure!(
-        g.shape() == output.shape(),
+        fits,
         Value,
-        "the cotangent of {} (recorded at {}) has shape {} but the output has shape {}",
+        "the {}cotangent of {} (recorded at {}) has shape {} but the output has shape {}",
+        if batched { "batched " } else { "" },
         node.name(),
         node.saved().location(),
         g.shape(),

@@ -578,6 +578,22 @@ pub trait Operation: Send + Sync + 'static {
         self.backward(gradient)
     }
 
+    /// The vector-Jacobian products of `K` cotangents at once, for batched functional
+    /// [`grad`](crate::grad): `gradients` has a leading batch mode of extent K before the
+    /// result's shape, and gradient `i` must have a leading batch mode of extent K before
+    /// input `i`'s shape (any injective layout), its batch index `k` holding the VJP of
+    /// cotangent `k`. `None` (the default) says the node has no batched VJP, and the engine
+    /// runs the K cotangents one by one. `#[differentiable(batched)]` implements this with the
+    /// op's own VJP, which then must accept such a cotangent (see [`crate::batch`]).
+    fn backward_batched(
+        &self,
+        gradients: &Tensor,
+        needed: &[bool],
+    ) -> Option<Result<Vec<Option<Tensor>>>> {
+        let _ = (gradients, needed);
+        None
+    }
+
     /// The number of results this node was recorded on: one, unless it was recorded with
     /// [`Recording::finish_several`].
     fn outputs(&self) -> usize {

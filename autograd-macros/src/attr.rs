@@ -1,4 +1,4 @@
-//! The arguments of `#[differentiable(...)]`: at most one `crate = path`.
+//! The arguments of `#[differentiable(...)]`: at most one `crate = path` and one `batched`.
 
 use proc_macro2::TokenStream;
 use syn::parse::Parser;
@@ -11,6 +11,9 @@ use crate::ctxt::Ctxt;
 pub(crate) struct Attrs {
     /// `crate = path`: where generated code finds `autograd_core` (default `::autograd_core`).
     pub(crate) krate: Option<Path>,
+    /// `batched`: the VJP also accepts cotangents with a leading batch mode (the node
+    /// implements `Operation::backward_batched` with it).
+    pub(crate) batched: Option<Path>,
 }
 
 /// Parses the attribute's arguments, recording unknown and duplicate arguments in `cx`.
@@ -31,10 +34,17 @@ pub(crate) fn parse(cx: &Ctxt, args: TokenStream) -> Attrs {
                 attrs.krate = Some(path);
             }
             Ok(())
+        } else if meta.path.is_ident("batched") {
+            if attrs.batched.is_some() {
+                cx.error_spanned_by(&meta.path, "duplicate `batched` argument");
+            } else {
+                attrs.batched = Some(meta.path.clone());
+            }
+            Ok(())
         } else {
             let name = meta.path.to_token_stream_string();
             Err(meta.error(format_args!(
-                "unknown #[differentiable] argument `{name}`; the only argument is `crate = path`"
+                "unknown #[differentiable] argument `{name}`; the arguments are `crate = path` and `batched`"
             )))
         }
     });

@@ -46,7 +46,7 @@ pub(crate) fn expand(f: &Function, attrs: &Attrs) -> TokenStream {
         forward::generate(&plan),
         vjp(&plan, &inner),
         node::structure(&plan, &inner),
-        node::operation(&plan, &inner),
+        node::operation(&plan, &inner, attrs.batched.is_some()),
     ];
     prologue::generate(&plan, &inner, &krate, &items)
 }

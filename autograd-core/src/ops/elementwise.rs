@@ -192,7 +192,8 @@ mod node {
 }
 
 /// `a * c` for a constant `c` (floating tensors).
-#[crate::differentiable(crate = crate)]
+// the VJP maps the cotangent position by position, so it serves batched cotangents as is
+#[crate::differentiable(crate = crate, batched)]
 pub fn mul_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(c a) = c g da
     fn vjp(g: &Tensor, c: f32) -> Result<Option<Tensor>> {
@@ -202,7 +203,8 @@ pub fn mul_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 }
 
 /// `a + c` for a constant `c` (floating tensors).
-#[crate::differentiable(crate = crate)]
+// the VJP maps the cotangent position by position, so it serves batched cotangents as is
+#[crate::differentiable(crate = crate, batched)]
 pub fn add_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a + c) = g da
     fn vjp(g: &Tensor) -> Option<Tensor> {
@@ -212,7 +214,8 @@ pub fn add_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 }
 
 /// `a - c` for a constant `c` (floating tensors).
-#[crate::differentiable(crate = crate)]
+// the VJP maps the cotangent position by position, so it serves batched cotangents as is
+#[crate::differentiable(crate = crate, batched)]
 pub fn sub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a - c) = g da
     fn vjp(g: &Tensor) -> Option<Tensor> {

@@ -104,22 +104,26 @@ fn advance(index: &mut [usize], dims: &[usize]) {
 }
 
 /// `a · b` for operands of one batch shape `[..., m, k]` and `[..., k, n]`.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    // d(A B) = g Bᵀ dA + Aᵀ g dB, per batch index
+    // d(A B) = g Bᵀ dA + Aᵀ g dB, per batch index; K batched cotangents read A and B beside
+    // them (a stride-0 batch mode, no copy)
     fn vjp(
         g: &Tensor,
         a: &Tensor,
         b: &Tensor,
         needs: &NeedsGrad,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let k = crate::batch::extent(g, a.layout().rank());
         let ga = if needs.input(0) {
-            Some(product(g, b, Trans { a: false, b: true })?)
+            let b = crate::batch::beside(b, k)?;
+            Some(product(g, &b, Trans { a: false, b: true })?)
         } else {
             None
         };
         let gb = if needs.input(1) {
-            Some(product(a, g, Trans { a: true, b: false })?)
+            let a = crate::batch::beside(a, k)?;
+            Some(product(&a, g, Trans { a: true, b: false })?)
         } else {
             None
         };

@@ -107,11 +107,12 @@ pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
 }
 
 /// `tanh(a)` elementwise (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn tanh(a: &Tensor) -> Result<Tensor> {
-    // d tanh = (1 - y^2) g
+    // d tanh = (1 - y^2) g; K batched cotangents read y beside them
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, output, |g: f32, y: f32| g * (1.0 - y * y))?))
+        let y = crate::batch::beside(output, crate::batch::extent(g, output.layout().rank()))?;
+        Ok(Some(zip(g, &y, |g: f32, y: f32| g * (1.0 - y * y))?))
     }
     real!("tanh", a, T => map(a, |x: T| x.tanh_()))
 }

@@ -99,11 +99,13 @@ pub fn flatten(a: &Tensor, start: usize, end: usize) -> Result<Tensor> {
 /// `a` with a mode of extent 1 inserted at top-level position `dim` (`0..=rank`): a view.
 ///
 /// `Error::Value` when `dim > rank`.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
-    // logical order is unchanged: da = g under a's shape
+    // logical order is unchanged: da = g under a's shape (after the batch mode, if any)
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(g.raw_reshape_to("unsqueeze", a.shape())?))
+        let k = crate::batch::extent(g, a.layout().rank() + 1);
+        let shape = crate::batch::shape_for(a.shape(), k)?;
+        Ok(Some(g.raw_reshape_to("unsqueeze", &shape)?))
     }
     a.raw_unsqueeze(dim)
 }
@@ -111,11 +113,13 @@ pub fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
 /// `a` with its top-level mode `dim`, of extent 1, removed: a view.
 ///
 /// `Error::Value` when `dim` is out of range or its extent is not 1.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn squeeze(a: &Tensor, dim: usize) -> Result<Tensor> {
-    // logical order is unchanged: da = g under a's shape
+    // logical order is unchanged: da = g under a's shape (after the batch mode, if any)
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(g.raw_reshape_to("squeeze", a.shape())?))
+        let k = crate::batch::extent(g, a.layout().rank().saturating_sub(1));
+        let shape = crate::batch::shape_for(a.shape(), k)?;
+        Ok(Some(g.raw_reshape_to("squeeze", &shape)?))
     }
     a.raw_squeeze(dim)
 }

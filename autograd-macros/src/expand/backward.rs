@@ -41,6 +41,7 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
     let name = plan.name();
     let gradient = id("__g");
     let needed = id("__needed");
+    let batch = id("__batched");
     let (saved, layout, versions) = (id("__saved"), id("__layout"), id("__versions"));
     let (inputs, context, s) = (id("__inputs"), id("__context"), id("__s"));
 
@@ -272,7 +273,7 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
             _ => vjp.original.sig.ident.span(),
         };
         (
-            quote!(#p::check_cotangents(self, #gradient, &self.#outputs)?;),
+            quote!(let _ = #batch; #p::check_cotangents(self, #gradient, &self.#outputs)?;),
             quote_spanned!(span=> (#(#gradient[#k].as_ref(),)*)),
             Some(quote! {
                 if #gradient.iter().all(::core::option::Option::is_none) {
@@ -282,7 +283,7 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
         )
     } else {
         (
-            quote!(#p::check_cotangent(self, #gradient, &self.#layout)?;),
+            quote!(#p::check_cotangent(self, #gradient, &self.#layout, #batch)?;),
             quote!(#gradient),
             None,
         )

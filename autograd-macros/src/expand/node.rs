@@ -53,18 +53,34 @@ pub(crate) fn structure(plan: &Plan, g: &Inner) -> TokenStream {
     }
 }
 
-pub(crate) fn operation(plan: &Plan, g: &Inner) -> TokenStream {
+pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     let p = &plan.p;
     let name = plan.name();
     let node = id("__Node");
     let run = id("__backward");
     let gradient = id("__g");
     let needed = id("__needed");
+    let batch = id("__batched");
     let body = crate::expand::backward::generate(plan, g);
     let input_name = input_name(plan);
     let saved = id("__saved");
     let impl_generics = g.node_impl();
     let (impl_generics, ty_generics, where_clause) = impl_generics.split_for_impl();
+    let batched_entry = batched.then(|| {
+        quote! {
+            fn backward_batched(
+                &self,
+                gradients: &#p::Tensor,
+                needed: &[bool],
+            ) -> ::core::option::Option<
+                #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>>,
+            > {
+                ::core::option::Option::Some(
+                    self.#run(gradients, ::core::option::Option::Some(needed), true),
+                )
+            }
+        }
+    });
     let (cotangent, entry_points) = if plan.several() {
         let n = plan.outputs;
         (
@@ -87,7 +103,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner) -> TokenStream {
                     gradients: &[::core::option::Option<#p::Tensor>],
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradients, ::core::option::Option::Some(needed))
+                    self.#run(gradients, ::core::option::Option::Some(needed), false)
                 }
             },
         )
@@ -99,7 +115,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner) -> TokenStream {
                     &self,
                     gradient: &#p::Tensor,
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradient, ::core::option::Option::None)
+                    self.#run(gradient, ::core::option::Option::None, false)
                 }
 
                 fn backward_needed(
@@ -107,8 +123,10 @@ pub(crate) fn operation(plan: &Plan, g: &Inner) -> TokenStream {
                     gradient: &#p::Tensor,
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradient, ::core::option::Option::Some(needed))
+                    self.#run(gradient, ::core::option::Option::Some(needed), false)
                 }
+
+                #batched_entry
             },
         )
     };
@@ -120,6 +138,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner) -> TokenStream {
                 &self,
                 #gradient: #cotangent,
                 #needed: ::core::option::Option<&[bool]>,
+                #batch: bool,
             ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
                 #body
             }

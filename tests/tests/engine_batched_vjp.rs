@@ -1,0 +1,187 @@
+//! Batched functional `grad` through batched VJPs (`#[differentiable(batched)]`): the K
+//! cotangents run through the graph at once when every node reached has a batched VJP, and
+//! one by one otherwise; either way the stacked gradients, their layouts, the graph release
+//! and the errors are those of K separate calls.
+
+use autograd_core::{
+    batch, differentiable, grad, shape, ErrorKind, GradOptions, Result, Rng, Tensor,
+};
+use autograd_ops::{exp, matmul, mul_scalar, squeeze, tanh, unsqueeze};
+use autograd_tests::{kind, noise, t, vals};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const BATCHED: GradOptions = GradOptions {
+    batched: true,
+    retain_graph: false,
+};
+const RETAIN: GradOptions = GradOptions {
+    batched: false,
+    retain_graph: true,
+};
+
+/// The K rows of `basis` one `grad` call at a time: the reference for a batched call.
+fn one_by_one(y: &Tensor, x: &Tensor, basis: &[Vec<f32>]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for row in basis {
+        let g = grad(y, &[x], &t(row, &y.dims()), RETAIN).unwrap();
+        out.extend(vals(g[0].as_ref().unwrap()));
+    }
+    out
+}
+
+fn rows(k: usize, n: usize, seed: u64) -> Vec<Vec<f32>> {
+    let v = noise(k * n, seed);
+    v.chunks(n).map(<[f32]>::to_vec).collect()
+}
+
+fn stacked(rows: &[Vec<f32>]) -> Tensor {
+    let n = rows[0].len();
+    t(&rows.concat(), &[rows.len(), n])
+}
+
+static BATCHED_RUNS: AtomicUsize = AtomicUsize::new(0);
+static SINGLE_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[differentiable(batched)]
+fn probe(a: &Tensor) -> Result<Tensor> {
+    // the identity, counting how its VJP is called
+    #[allow(clippy::unnecessary_wraps)]
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        match batch::extent(g, a.layout().rank()) {
+            Some(_) => BATCHED_RUNS.fetch_add(1, Ordering::SeqCst),
+            None => SINGLE_RUNS.fetch_add(1, Ordering::SeqCst),
+        };
+        Ok(Some(g.clone()))
+    }
+    Ok(a.detach())
+}
+
+fn close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    for (a, b) in got.iter().zip(want) {
+        assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn a_batched_jacobian_of_tanh_of_a_matrix_vector_product_runs_the_graph_once() {
+    let mut rng = Rng::new(3);
+    let w = Tensor::randn(shape![5, 4], &mut rng).unwrap();
+    let x = Tensor::randn(shape![4], &mut rng).unwrap();
+    let y = mul_scalar(
+        &tanh(&matmul(&w, &probe(&x).unwrap()).unwrap()).unwrap(),
+        2.0,
+    )
+    .unwrap();
+    let basis = rows(7, 5, 11);
+    let (want_x, want_w) = (one_by_one(&y, &x, &basis), one_by_one(&y, &w, &basis));
+    let single = SINGLE_RUNS.load(Ordering::SeqCst);
+    let got = grad(&y, &[&x, &w], &stacked(&basis), BATCHED).unwrap();
+    assert_eq!(
+        BATCHED_RUNS.load(Ordering::SeqCst),
+        1,
+        "one batched run reached the probe"
+    );
+    assert_eq!(
+        SINGLE_RUNS.load(Ordering::SeqCst),
+        single,
+        "and no single run did"
+    );
+    let gx = got[0].as_ref().unwrap();
+    assert_eq!(gx.dims(), [7, 4]);
+    assert_eq!(*gx.layout(), x.layout().prepend_mode(7, 4).unwrap());
+    close(&vals(gx), &want_x);
+    let gw = got[1].as_ref().unwrap();
+    assert_eq!(gw.dims(), [7, 5, 4]);
+    close(&vals(gw), &want_w);
+    // the graph was released once, after all K cotangents
+    let again = grad(&y, &[&x], &stacked(&basis), BATCHED);
+    assert_eq!(kind(again), ErrorKind::Runtime);
+}
+
+#[test]
+fn a_graph_with_an_op_without_a_batched_vjp_runs_the_cotangents_one_by_one() {
+    let x = t(&[0.5, -1.0, 2.0], &[3]);
+    // exp has no batched VJP; tanh and mul_scalar do
+    let y = tanh(&exp(&mul_scalar(&x, 0.5).unwrap()).unwrap()).unwrap();
+    let basis = rows(4, 3, 5);
+    let want = one_by_one(&y, &x, &basis);
+    let got = grad(&y, &[&x], &stacked(&basis), BATCHED).unwrap();
+    close(&vals(got[0].as_ref().unwrap()), &want);
+}
+
+#[test]
+fn views_pass_batched_cotangents_through_with_the_batch_mode_first() {
+    let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let y = squeeze(&unsqueeze(&mul_scalar(&x, 3.0).unwrap(), 1).unwrap(), 1).unwrap();
+    let basis = rows(3, 6, 9);
+    let cot = t(&basis.concat(), &[3, 2, 3]);
+    let got = grad(&y, &[&x], &cot, BATCHED).unwrap();
+    let g = got[0].as_ref().unwrap();
+    assert_eq!(g.dims(), [3, 2, 3]);
+    let want: Vec<f32> = basis.concat().iter().map(|v| 3.0 * v).collect();
+    assert_eq!(vals(g), want);
+}
+
+#[differentiable]
+fn bad_batch(a: &Tensor) -> Result<Tensor> {
+    // a batched VJP that drops the batch mode: the engine refuses its gradient
+    #[allow(clippy::unnecessary_wraps)]
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        let k = batch::extent(g, a.layout().rank());
+        match k {
+            Some(_) => Ok(Some(a.f32_like(vec![1.0; a.size()])?)),
+            None => Ok(Some(g.clone())),
+        }
+    }
+    Ok(a.detach())
+}
+
+#[differentiable(batched)]
+fn bad_batched(a: &Tensor) -> Result<Tensor> {
+    // declares a batched VJP but returns one gradient for all K cotangents
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        match batch::extent(g, a.layout().rank()) {
+            Some(_) => Ok(Some(a.f32_like(vec![1.0; a.size()])?)),
+            None => Ok(Some(g.clone())),
+        }
+    }
+    Ok(a.detach())
+}
+
+#[test]
+fn a_batched_vjp_that_drops_the_batch_mode_is_refused_and_releases_nothing() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = bad_batched(&x).unwrap();
+    let cot = t(&[1.0, 0.0, 0.0, 1.0], &[2, 2]);
+    let err = grad(&y, &[&x], &cot, BATCHED).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Value);
+    assert!(err.to_string().contains("batched gradient"), "{err}");
+    // nothing was released: a retained single call still runs
+    let g = grad(&y, &[&x], &t(&[1.0, 1.0], &[2]), RETAIN).unwrap();
+    assert_eq!(vals(g[0].as_ref().unwrap()), [1.0, 1.0]);
+    // an op without `batched` is never handed batched cotangents
+    let z = bad_batch(&x).unwrap();
+    let node = z.autograd_ctx().unwrap();
+    assert!(node.backward_batched(&cot, &[true]).is_none());
+    let g = grad(&z, &[&x], &cot, BATCHED).unwrap();
+    assert_eq!(vals(g[0].as_ref().unwrap()), [1.0, 0.0, 0.0, 1.0]);
+}
+
+#[test]
+fn a_batched_vjp_called_directly_checks_the_batched_cotangent_shape() {
+    let x = t(&[1.0, 2.0, 3.0], &[3]);
+    let y = tanh(&x).unwrap();
+    let node = y.autograd_ctx().unwrap();
+    let wrong = t(&[1.0; 8], &[2, 4]);
+    let r = node.backward_batched(&wrong, &[true]).unwrap();
+    assert_eq!(kind(r), ErrorKind::Value);
+    // and the plain VJP still refuses a batched cotangent
+    let batched = t(&[1.0; 6], &[2, 3]);
+    assert_eq!(kind(node.backward(&batched)), ErrorKind::Value);
+    let ok = node.backward_batched(&batched, &[true]).unwrap().unwrap();
+    let g = ok[0].as_ref().unwrap();
+    assert_eq!(g.dims(), [2, 3]);
+    let y2: Vec<f32> = vals(&y).iter().map(|v| 1.0 - v * v).collect();
+    close(&vals(g), &[y2.clone(), y2].concat());
+}
