@@ -218,6 +218,38 @@
 //!   # Ok(())
 //!   # }
 //!   ```
+//! - **Batched cotangents** (`#[differentiable(batched)]`, one-result ops): the node implements
+//!   `Operation::backward_batched` with the same VJP, so batched functional `grad` runs K
+//!   cotangents through it at once instead of one by one. The VJP is then also handed `g` with
+//!   a leading batch mode of extent K before the result's shape (the generated shape check
+//!   accepts exactly that), and returns each gradient with the same leading mode before its
+//!   input's shape. `autograd_core::batch` has the helpers: `batch::extent(g, rank)` tells
+//!   which call it is, `batch::beside(t, k)` reads a saved tensor beside the batch (a stride-0
+//!   view) and `batch::shape_for(shape, k)` gives a gradient's shape. A VJP that maps `g`
+//!   position by position needs no change.
+//!
+//!   ```
+//!   use autograd_core::{batch, differentiable, grad, kernel, shape, GradOptions, Result, Tensor};
+//!
+//!   #[differentiable(batched)]
+//!   fn square(x: &Tensor) -> Result<Tensor> {
+//!       // d x² = 2 x g; with K cotangents, x is read beside them
+//!       fn vjp(g: &Tensor, x: &Tensor) -> Result<Option<Tensor>> {
+//!           let x = batch::beside(x, batch::extent(g, x.layout().rank()))?;
+//!           Ok(Some(kernel::zip(g, &x, |g: f32, x: f32| 2.0 * x * g)?))
+//!       }
+//!       kernel::map(x, |v: f32| v * v)
+//!   }
+//!
+//!   # fn main() -> Result<()> {
+//!   let x = Tensor::from_vec(vec![1.0f32, 3.0], shape![2])?;
+//!   let basis = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], shape![2, 2])?;
+//!   let batched = GradOptions { batched: true, ..GradOptions::default() };
+//!   let jacobian = grad(&square(&x)?, &[&x], &basis, batched)?;
+//!   assert_eq!(jacobian[0].as_ref().unwrap().values::<f32>()?, [2.0, 0.0, 0.0, 6.0]);
+//!   # Ok(())
+//!   # }
+//!   ```
 //! - **Items** (`use`, helper `fn`s) in the forward body are visible to the VJP too.
 //! - **Generated code.** The function keeps its name, visibility, attributes, docs and
 //!   generics, gains `#[track_caller]` (errors about the node name the caller's location) and
@@ -268,6 +300,7 @@ fn differentiable_impl(
     let attrs = attr::parse(&cx, args);
     let function = ast::Function::from_syn(&item);
     valid::check(&cx, &function);
+    valid::check_attrs(&cx, &function, &attrs);
     match cx.check() {
         Ok(()) => expand::expand(&function, &attrs),
         Err(e) => {

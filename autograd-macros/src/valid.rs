@@ -35,6 +35,19 @@ fn output_spelling(n: usize) -> String {
     }
 }
 
+/// Rules between the attribute's arguments and the function: `batched` serves one-result ops
+/// (a batched cotangent is of one result).
+pub(crate) fn check_attrs(cx: &Ctxt, f: &Function, attrs: &crate::attr::Attrs) {
+    if let Some(path) = &attrs.batched {
+        if f.output.assumed() > 1 {
+            cx.error_spanned_by(
+                path,
+                "`batched` applies to an op with one result; this one returns several",
+            );
+        }
+    }
+}
+
 pub(crate) fn check(cx: &Ctxt, f: &Function) {
     check_signature(cx, f);
     // Rules that count tensor inputs are skipped when a parameter is already wrong, so one
