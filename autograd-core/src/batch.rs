@@ -11,7 +11,7 @@
 //! ```
 //! use autograd_core::{batch, shape, Tensor};
 //! let y = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3]).unwrap();
-//! let g = Tensor::zeros(shape![4, 3]).unwrap(); // four cotangents for y
+//! let g = Tensor::from_vec(vec![0.0f32; 12], shape![4, 3]).unwrap(); // four cotangents for y
 //! let k = batch::extent(&g, y.layout().rank());
 //! assert_eq!(k, Some(4));
 //! assert_eq!(batch::beside(&y, k).unwrap().dims(), [4, 3]);
