@@ -8,7 +8,8 @@ use autograd_core::{
 };
 use autograd_ops::{exp, matmul, mul_scalar, squeeze, tanh, unsqueeze};
 use autograd_tests::{kind, noise, t, vals};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use proptest::prelude::*;
+use std::cell::Cell;
 
 const BATCHED: GradOptions = GradOptions {
     batched: true,
@@ -39,8 +40,15 @@ fn stacked(rows: &[Vec<f32>]) -> Tensor {
     t(&rows.concat(), &[rows.len(), n])
 }
 
-static BATCHED_RUNS: AtomicUsize = AtomicUsize::new(0);
-static SINGLE_RUNS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// How the probe's VJP was called on this thread (traversals run on the caller's thread).
+    static BATCHED_RUNS: Cell<usize> = const { Cell::new(0) };
+    static SINGLE_RUNS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count(c: &'static std::thread::LocalKey<Cell<usize>>) -> usize {
+    c.with(Cell::get)
+}
 
 #[differentiable(batched)]
 fn probe(a: &Tensor) -> Result<Tensor> {
@@ -48,9 +56,9 @@ fn probe(a: &Tensor) -> Result<Tensor> {
     #[allow(clippy::unnecessary_wraps)]
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         match batch::extent(g, a.layout().rank()) {
-            Some(_) => BATCHED_RUNS.fetch_add(1, Ordering::SeqCst),
-            None => SINGLE_RUNS.fetch_add(1, Ordering::SeqCst),
-        };
+            Some(_) => BATCHED_RUNS.with(|c| c.set(c.get() + 1)),
+            None => SINGLE_RUNS.with(|c| c.set(c.get() + 1)),
+        }
         Ok(Some(g.clone()))
     }
     Ok(a.detach())
@@ -75,18 +83,14 @@ fn a_batched_jacobian_of_tanh_of_a_matrix_vector_product_runs_the_graph_once() {
     .unwrap();
     let basis = rows(7, 5, 11);
     let (want_x, want_w) = (one_by_one(&y, &x, &basis), one_by_one(&y, &w, &basis));
-    let single = SINGLE_RUNS.load(Ordering::SeqCst);
+    let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
     let got = grad(&y, &[&x, &w], &stacked(&basis), BATCHED).unwrap();
     assert_eq!(
-        BATCHED_RUNS.load(Ordering::SeqCst),
-        1,
+        count(&BATCHED_RUNS),
+        batched + 1,
         "one batched run reached the probe"
     );
-    assert_eq!(
-        SINGLE_RUNS.load(Ordering::SeqCst),
-        single,
-        "and no single run did"
-    );
+    assert_eq!(count(&SINGLE_RUNS), single, "and no single run did");
     let gx = got[0].as_ref().unwrap();
     assert_eq!(gx.dims(), [7, 4]);
     assert_eq!(*gx.layout(), x.layout().prepend_mode(7, 4).unwrap());
@@ -185,3 +189,98 @@ fn a_batched_vjp_called_directly_checks_the_batched_cotangent_shape() {
     let y2: Vec<f32> = vals(&y).iter().map(|v| 1.0 - v * v).collect();
     close(&vals(g), &[y2.clone(), y2].concat());
 }
+
+/// One step of a random chain over a value of shape `[r, c]`.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Tanh,
+    Scale(f32),
+    Shift(f32),
+    /// `unsqueeze(·, 0)` then `squeeze(·, 0)`: two views.
+    Views,
+    /// `w · value` with a fresh `[r, r]` leaf `w` (requested too).
+    Left(u64),
+    /// `exp`, which has no batched VJP: the call falls back to one cotangent at a time.
+    Exp,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        Just(Step::Tanh),
+        (-2.0f32..2.0).prop_map(Step::Scale),
+        (-1.0f32..1.0).prop_map(Step::Shift),
+        Just(Step::Views),
+        (0u64..1000).prop_map(Step::Left),
+        Just(Step::Exp),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Batched `grad` through a random chain equals one `grad` per cotangent, for a leaf laid
+    /// out column-major at an offset and for every `w` the chain multiplies by, whether the
+    /// chain runs batched (every op has a batched VJP) or falls back (it contains `exp`).
+    #[test]
+    fn batched_grad_through_random_chains_matches_one_call_per_cotangent(
+        r in 1usize..4,
+        c in 1usize..4,
+        k in 1usize..5,
+        steps in prop::collection::vec(step(), 1..6),
+        seed in 0u64..1000,
+    ) {
+        let x = autograd_tests::strided(&noise(r * c, seed), &[r, c]);
+        let mut value = probe(&x).unwrap();
+        let mut leaves = vec![x.clone()];
+        for s in &steps {
+            value = match *s {
+                Step::Tanh => tanh(&value).unwrap(),
+                Step::Scale(a) => mul_scalar(&value, a).unwrap(),
+                Step::Shift(a) => autograd_ops::add_scalar(&value, a).unwrap(),
+                Step::Views => squeeze(&unsqueeze(&value, 0).unwrap(), 0).unwrap(),
+                Step::Left(s) => {
+                    let w = t(&noise(r * r, s), &[r, r]);
+                    leaves.push(w.clone());
+                    matmul(&w, &value).unwrap()
+                }
+                Step::Exp => exp(&value).unwrap(),
+            };
+        }
+        let basis = rows(k, r * c, seed + 1);
+        // cotangents in the output's own layout (a chain of views keeps the leaf's), the batch
+        // mode first, as the spec requires
+        let l = value.layout();
+        let batched = std::sync::Arc::new(l.prepend_mode(k, l.cosize()).unwrap());
+        let cot = value.f32_with_layout(basis.concat(), batched).unwrap();
+        let wanted: Vec<&Tensor> = leaves.iter().collect();
+        let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
+        let got = grad(&value, &wanted, &cot, RETAIN_BATCHED).unwrap();
+        // all at once unless exp is in the chain; then one cotangent at a time
+        if steps.iter().any(|s| matches!(s, Step::Exp)) {
+            prop_assert_eq!(count(&SINGLE_RUNS) - single, k);
+        } else {
+            prop_assert_eq!((count(&BATCHED_RUNS) - batched, count(&SINGLE_RUNS) - single), (1, 0));
+        }
+        for (leaf, g) in leaves.iter().zip(&got) {
+            let mut want = Vec::new();
+            for row in &basis {
+                let one = grad(&value, &[leaf], &value.f32_like(row.clone()).unwrap(), RETAIN).unwrap();
+                want.extend(vals(one[0].as_ref().unwrap()));
+            }
+            let g = g.as_ref().unwrap();
+            prop_assert_eq!(
+                g.layout().clone(),
+                leaf.layout().prepend_mode(k, leaf.layout().cosize()).unwrap()
+            );
+            let got = vals(g);
+            for (a, b) in got.iter().zip(&want) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{} vs {}", a, b);
+            }
+        }
+    }
+}
+
+const RETAIN_BATCHED: GradOptions = GradOptions {
+    batched: true,
+    retain_graph: true,
+};
