@@ -311,8 +311,9 @@ pub fn grad(
         Some(plan) if !options.retain_graph => Some(Claim::begin(plan)?),
         _ => None,
     };
-    // Batched cotangents run through the graph at once when every node reached has a batched
-    // VJP (and no requested tensor needs a per-index broadcast fold); else one by one.
+    // Batched cotangents run through the graph at once (nodes without a batched VJP run theirs
+    // once per cotangent) unless a node has several results or a requested tensor needs a
+    // per-index broadcast fold; then the K cotangents run one by one.
     if let (true, Some(plan)) = (options.batched, &plan) {
         let single_layouts = inputs
             .iter()
@@ -429,7 +430,7 @@ fn stack(input: &Tensor, runs: &[IdMap<(Tensor, Tensor)>]) -> Result<Option<Tens
 }
 
 /// The K validated cotangents `batch` propagated through `plan` at once, as one cotangent with
-/// a leading batch mode; `None` when a node reached has no batched VJP (nothing was released
+/// a leading batch mode; `None` when a node reached has several results (nothing was released
 /// or committed, and the caller runs them one by one).
 fn all_at_once(
     plan: &Plan,

@@ -4,10 +4,12 @@
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
+use crate::layout::Layout;
 use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved};
 use crate::profile::BackwardProfile;
 use crate::tensor::Tensor;
@@ -465,10 +467,10 @@ pub(crate) fn propagate(
     propagate_with(plan, root_cotangent, None, sink, staging, claim, profile).map(|_| ())
 }
 
-/// [`propagate`] of `K` cotangents at once (`batch` is `Some(K)`): `root_cotangent` has a
-/// leading batch mode of extent K before the root's shape, and every node runs its
-/// [`Operation::backward_batched`]. Returns `false`, having staged only partial sums that the
-/// caller discards, when a node reached has no batched VJP.
+/// [`propagate`] of `K` cotangents at once: `root_cotangent` has a leading batch mode of
+/// extent K before the root's shape, and every node runs its [`Operation::backward_batched`],
+/// or its VJP once per cotangent when it has none. Returns `false`, having staged only partial
+/// sums that the caller discards, when a node reached has several results.
 pub(crate) fn propagate_batched(
     plan: &Plan,
     root_cotangent: Tensor,
@@ -594,7 +596,7 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// needed input that received one. `needed` and `each` run while the node's saved state is
 /// locked, so they must not touch the node. With `claim`, a successful run also claims the
 /// node for release, under the same lock. Returns `false`, having run nothing, for batched
-/// cotangents of a node without a batched VJP.
+/// cotangents of a node with several results.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
@@ -636,7 +638,7 @@ pub(crate) fn run_vjp(
                 batch = Some(k);
                 match node.backward_batched(&g, mask) {
                     Some(grads) => grads,
-                    None => return Ok(false),
+                    None => one_by_one(node, &g, k, mask),
                 }
             }
         }
@@ -693,6 +695,55 @@ pub(crate) fn run_vjp(
         ))),
         Some(Failure::Sink(e)) => Err(e),
     }
+}
+
+/// The batched VJP of a node without one: its VJP for each of the `k` cotangents along the
+/// leading batch mode of `g`, each input's gradients stacked along a new leading mode (zeros
+/// for a batch index without one, `None` when no index has one).
+fn one_by_one(
+    node: &dyn Operation,
+    g: &Tensor,
+    k: usize,
+    mask: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    let mut runs = Vec::with_capacity(k);
+    for i in 0..k {
+        runs.push(node.backward_needed(&g.raw_select(0, i)?, mask)?);
+    }
+    let count = runs.first().map_or(0, Vec::len);
+    ensure!(
+        runs.iter().all(|r| r.len() == count),
+        Value,
+        "backward of {} returned different gradient counts for the cotangents of one batch",
+        node.name()
+    );
+    (0..count)
+        .map(|j| {
+            let Some(like) = runs.iter().find_map(|r| r[j].clone()) else {
+                return Ok(None);
+            };
+            let mut values = crate::scalar::with_capacity(like.size().saturating_mul(k))?;
+            for r in &runs {
+                match &r[j] {
+                    Some(gj) => {
+                        ensure!(
+                            gj.shape() == like.shape(),
+                            Value,
+                            "backward of {} returned gradients of shapes {} and {} for input {j} in one batch",
+                            node.name(),
+                            like.shape(),
+                            gj.shape()
+                        );
+                        values.extend(gj.values::<f32>()?);
+                    }
+                    None => values.resize(values.len() + like.size(), 0.0),
+                }
+            }
+            let layout =
+                Layout::compact_row_major(crate::batch::batched_shape(like.shape(), k)?)?;
+            like.f32_with_layout(values, Arc::new(layout)).map(Some)
+        })
+        .collect()
 }
 
 /// Why a node's gradients were refused.

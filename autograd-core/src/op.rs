@@ -583,7 +583,8 @@ pub trait Operation: Send + Sync + 'static {
     /// result's shape, and gradient `i` must have a leading batch mode of extent K before
     /// input `i`'s shape (any injective layout), its batch index `k` holding the VJP of
     /// cotangent `k`. `None` (the default) says the node has no batched VJP, and the engine
-    /// runs the K cotangents one by one. `#[differentiable(batched)]` implements this with the
+    /// runs its VJP once per cotangent and stacks the results. `#[differentiable(batched)]`
+    /// implements this with the
     /// op's own VJP, which then must accept such a cotangent (see [`crate::batch`]).
     fn backward_batched(
         &self,

@@ -104,14 +104,39 @@ fn a_batched_jacobian_of_tanh_of_a_matrix_vector_product_runs_the_graph_once() {
 }
 
 #[test]
-fn a_graph_with_an_op_without_a_batched_vjp_runs_the_cotangents_one_by_one() {
+fn an_op_without_a_batched_vjp_runs_its_vjp_once_per_cotangent_inside_a_batched_traversal() {
     let x = t(&[0.5, -1.0, 2.0], &[3]);
     // exp has no batched VJP; tanh and mul_scalar do
-    let y = tanh(&exp(&mul_scalar(&x, 0.5).unwrap()).unwrap()).unwrap();
+    let y = tanh(&exp(&mul_scalar(&probe(&x).unwrap(), 0.5).unwrap()).unwrap()).unwrap();
     let basis = rows(4, 3, 5);
     let want = one_by_one(&y, &x, &basis);
+    let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
     let got = grad(&y, &[&x], &stacked(&basis), BATCHED).unwrap();
+    assert_eq!(count(&BATCHED_RUNS), batched + 1);
+    assert_eq!(count(&SINGLE_RUNS), single);
     close(&vals(got[0].as_ref().unwrap()), &want);
+}
+
+#[test]
+fn a_vjp_run_per_cotangent_that_skips_some_indices_gives_zeros_there() {
+    let x = t(&[1.0, 2.0], &[2]);
+    // a custom VJP: 3 g, but no gradient at all for a cotangent whose first entry is zero
+    let y = autograd_core::custom_gradient(mul_scalar(&x, 3.0).unwrap().detach(), &[&x], |g| {
+        if g.values::<f32>()?[0] == 0.0 {
+            return Ok(vec![None]);
+        }
+        Ok(vec![Some(mul_scalar(g, 3.0)?)])
+    })
+    .unwrap();
+    let cot = t(&[1.0, 2.0, 0.0, 5.0, -1.0, 0.5], &[3, 2]);
+    let got = grad(&y, &[&x], &cot, RETAIN_BATCHED).unwrap();
+    assert_eq!(
+        vals(got[0].as_ref().unwrap()),
+        [3.0, 6.0, 0.0, 0.0, -3.0, 1.5]
+    );
+    // and none at all when no index has one
+    let none = t(&[0.0, 1.0, 0.0, 2.0], &[2, 2]);
+    assert!(grad(&y, &[&x], &none, BATCHED).unwrap()[0].is_none());
 }
 
 #[test]
@@ -200,7 +225,7 @@ enum Step {
     Views,
     /// `w · value` with a fresh `[r, r]` leaf `w` (requested too).
     Left(u64),
-    /// `exp`, which has no batched VJP: the call falls back to one cotangent at a time.
+    /// `exp`, which has no batched VJP: the engine runs its VJP once per cotangent.
     Exp,
 }
 
@@ -219,8 +244,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Batched `grad` through a random chain equals one `grad` per cotangent, for a leaf laid
-    /// out column-major at an offset and for every `w` the chain multiplies by, whether the
-    /// chain runs batched (every op has a batched VJP) or falls back (it contains `exp`).
+    /// out column-major at an offset and for every `w` the chain multiplies by, and runs the
+    /// graph once, also when an op of the chain (`exp`) has no batched VJP.
     #[test]
     fn batched_grad_through_random_chains_matches_one_call_per_cotangent(
         r in 1usize..4,
@@ -255,12 +280,8 @@ proptest! {
         let wanted: Vec<&Tensor> = leaves.iter().collect();
         let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
         let got = grad(&value, &wanted, &cot, RETAIN_BATCHED).unwrap();
-        // all at once unless exp is in the chain; then one cotangent at a time
-        if steps.iter().any(|s| matches!(s, Step::Exp)) {
-            prop_assert_eq!(count(&SINGLE_RUNS) - single, k);
-        } else {
-            prop_assert_eq!((count(&BATCHED_RUNS) - batched, count(&SINGLE_RUNS) - single), (1, 0));
-        }
+        // all at once, also through exp (which runs its own VJP once per cotangent)
+        prop_assert_eq!((count(&BATCHED_RUNS) - batched, count(&SINGLE_RUNS) - single), (1, 0));
         for (leaf, g) in leaves.iter().zip(&got) {
             let mut want = Vec::new();
             for row in &basis {
