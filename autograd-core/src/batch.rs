@@ -55,3 +55,11 @@ pub fn shape_for(shape: &Shape, k: Option<usize>) -> Result<Shape> {
         None => Ok(shape.clone()),
     }
 }
+
+/// `f(g_i, t_i)` for a cotangent `g` and a saved tensor `t` of the result's shape (the
+/// elementwise VJP pattern, `g · f'(x)`), for one cotangent or K batched ones: `t` is read
+/// beside a batched `g`. The result has `g`'s shape, in fresh storage of `g`'s carrier class.
+pub fn zip_with(g: &Tensor, t: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
+    let t = beside(t, extent(g, t.layout().rank()))?;
+    crate::kernel::zip(g, &t, f)
+}

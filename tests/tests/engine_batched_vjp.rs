@@ -106,12 +106,14 @@ fn a_batched_jacobian_of_tanh_of_a_matrix_vector_product_runs_the_graph_once() {
 #[test]
 fn an_op_without_a_batched_vjp_runs_its_vjp_once_per_cotangent_inside_a_batched_traversal() {
     let x = t(&[0.5, -1.0, 2.0], &[3]);
-    // exp has no batched VJP; tanh and mul_scalar do
-    let y = tanh(&exp(&mul_scalar(&probe(&x).unwrap(), 0.5).unwrap()).unwrap()).unwrap();
-    let basis = rows(4, 3, 5);
+    // broadcast_to has no batched VJP; tanh, exp and mul_scalar do
+    let scaled = mul_scalar(&probe(&x).unwrap(), 0.5).unwrap();
+    let y = tanh(&exp(&autograd_ops::broadcast_to(&scaled, &[2, 3]).unwrap()).unwrap()).unwrap();
+    let basis = rows(4, 6, 5);
     let want = one_by_one(&y, &x, &basis);
     let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
-    let got = grad(&y, &[&x], &stacked(&basis), BATCHED).unwrap();
+    let cot = t(&basis.concat(), &[4, 2, 3]);
+    let got = grad(&y, &[&x], &cot, BATCHED).unwrap();
     assert_eq!(count(&BATCHED_RUNS), batched + 1);
     assert_eq!(count(&SINGLE_RUNS), single);
     close(&vals(got[0].as_ref().unwrap()), &want);
@@ -225,8 +227,14 @@ enum Step {
     Views,
     /// `w · value` with a fresh `[r, r]` leaf `w` (requested too).
     Left(u64),
-    /// `exp`, which has no batched VJP: the engine runs its VJP once per cotangent.
+    /// `exp` (batched like every unary op).
     Exp,
+    Sigmoid,
+    /// `value * w` elementwise with a fresh `[r, c]` leaf `w` (requested too).
+    MulLeaf(u64),
+    /// `value + bias` with a fresh `[c]` leaf broadcast over the rows: `broadcast_to` has no
+    /// batched VJP, so the engine runs it once per cotangent inside the batched traversal.
+    AddRow(u64),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -237,6 +245,9 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Views),
         (0u64..1000).prop_map(Step::Left),
         Just(Step::Exp),
+        Just(Step::Sigmoid),
+        (0u64..1000).prop_map(Step::MulLeaf),
+        (0u64..1000).prop_map(Step::AddRow),
     ]
 }
 
@@ -244,8 +255,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Batched `grad` through a random chain equals one `grad` per cotangent, for a leaf laid
-    /// out column-major at an offset and for every `w` the chain multiplies by, and runs the
-    /// graph once, also when an op of the chain (`exp`) has no batched VJP.
+    /// out column-major at an offset and for every leaf the chain combines it with, and runs
+    /// the graph once, also through an op without a batched VJP (`broadcast_to`).
     #[test]
     fn batched_grad_through_random_chains_matches_one_call_per_cotangent(
         r in 1usize..4,
@@ -269,6 +280,17 @@ proptest! {
                     matmul(&w, &value).unwrap()
                 }
                 Step::Exp => exp(&value).unwrap(),
+                Step::Sigmoid => autograd_ops::sigmoid(&value).unwrap(),
+                Step::MulLeaf(s) => {
+                    let w = t(&noise(r * c, s), &[r, c]);
+                    leaves.push(w.clone());
+                    autograd_ops::mul(&value, &w).unwrap()
+                }
+                Step::AddRow(s) => {
+                    let b = t(&noise(c, s), &[c]);
+                    leaves.push(b.clone());
+                    autograd_ops::add(&value, &b).unwrap()
+                }
             };
         }
         let basis = rows(k, r * c, seed + 1);

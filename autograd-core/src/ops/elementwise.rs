@@ -81,7 +81,7 @@ mod node {
     use super::{map, numeric, real, zip, Num, Real, Result, Tensor};
     use crate::differentiable;
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a + b) = g da + g db
         fn vjp(g: &Tensor) -> (Option<Tensor>, Option<Tensor>) {
@@ -90,7 +90,7 @@ mod node {
         numeric!("add", a, T => zip(a, b, |x: T, y: T| x.plus(y)))
     }
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a - b) = g da - g db
         fn vjp(g: &Tensor, needs: &NeedsGrad) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -104,7 +104,7 @@ mod node {
         numeric!("sub", a, T => zip(a, b, |x: T, y: T| x.minus(y)))
     }
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a b) = g b da + g a db
         fn vjp(
@@ -114,12 +114,12 @@ mod node {
             needs: &NeedsGrad,
         ) -> Result<(Option<Tensor>, Option<Tensor>)> {
             let ga = if needs.input(0) {
-                Some(zip(g, b, |g: f32, y: f32| g * y)?)
+                Some(crate::batch::zip_with(g, b, |g: f32, y: f32| g * y)?)
             } else {
                 None
             };
             let gb = if needs.input(1) {
-                Some(zip(g, a, |g: f32, x: f32| g * x)?)
+                Some(crate::batch::zip_with(g, a, |g: f32, x: f32| g * x)?)
             } else {
                 None
             };
@@ -128,7 +128,7 @@ mod node {
         numeric!("mul", a, T => zip(a, b, |x: T, y: T| x.times(y)))
     }
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a / b) = g / b da - g a / b^2 db = g / b da - (g / b) y db, with y = a / b
         fn vjp(
@@ -137,9 +137,11 @@ mod node {
             output: &Tensor,
             needs: &NeedsGrad,
         ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let ga = zip(g, b, |g: f32, y: f32| g / y)?;
+            let ga = crate::batch::zip_with(g, b, |g: f32, y: f32| g / y)?;
             let gb = if needs.input(1) {
-                Some(zip(&ga, output, |q: f32, y: f32| -q * y)?)
+                Some(crate::batch::zip_with(&ga, output, |q: f32, y: f32| {
+                    -q * y
+                })?)
             } else {
                 None
             };
@@ -165,12 +167,12 @@ mod node {
                 0.0
             }
         })?;
-        let ga = zip(g, &share, |g: f32, s: f32| g * s)?;
-        let gb = zip(g, &share, |g: f32, s: f32| g * (1.0 - s))?;
+        let ga = crate::batch::zip_with(g, &share, |g: f32, s: f32| g * s)?;
+        let gb = crate::batch::zip_with(g, &share, |g: f32, s: f32| g * (1.0 - s))?;
         Ok((ga, gb))
     }
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d max(a, b) = g [a > b] da + g [b > a] db, g/2 to each on a tie
         fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -180,7 +182,7 @@ mod node {
         numeric!("maximum", a, T => zip(a, b, |x: T, y: T| x.max_of(y)))
     }
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d min(a, b) = g [a < b] da + g [b < a] db, g/2 to each on a tie
         fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {

@@ -4,13 +4,14 @@
 //! Forward kernels are generic over Float32 and Float64 (`neg`, `abs` and `relu` also take
 //! Int32, wrapping); domain errors follow IEEE (`log` of a negative is NaN, `sqrt(-1)` NaN,
 //! `rsqrt(0)` infinity), never a panic or an `Error`. Only Float32 results record a node. Each
-//! VJP's derivation is in a comment beside it.
+//! VJP's derivation is in a comment beside it; every VJP also serves batched cotangents
+//! (`crate::batch::zip_with` reads the saved tensor beside them).
 
 use std::cmp::Ordering;
 
 use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
-use crate::kernel::{map, zip};
+use crate::kernel::map;
 use crate::{differentiable, Tensor};
 
 /// `sqrt(2 / pi)`, the scale inside the tanh approximation of GELU.
@@ -21,7 +22,7 @@ const GELU_CUBIC: f32 = 0.044_715;
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 /// `-a` elementwise (Float32, Float64, Int32).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn neg(a: &Tensor) -> Result<Tensor> {
     // d(-a) = -g da
     fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
@@ -32,11 +33,11 @@ pub fn neg(a: &Tensor) -> Result<Tensor> {
 
 /// `|a|` elementwise (Float32, Float64, Int32). The gradient at 0 is 0 (the subgradient
 /// PyTorch picks).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn abs(a: &Tensor) -> Result<Tensor> {
     // d|a| = sign(a) g, sign(0) = 0
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| {
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
             if x > 0.0 {
                 g
             } else if x < 0.0 {
@@ -50,52 +51,64 @@ pub fn abs(a: &Tensor) -> Result<Tensor> {
 }
 
 /// `e^a` elementwise (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn exp(a: &Tensor) -> Result<Tensor> {
     // d e^a = e^a g = y g
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, output, |g: f32, y: f32| g * y)?))
+        Ok(Some(crate::batch::zip_with(
+            g,
+            output,
+            |g: f32, y: f32| g * y,
+        )?))
     }
     real!("exp", a, T => map(a, |x: T| x.exp_()))
 }
 
 /// The natural logarithm elementwise (floating tensors; NaN for negatives, -inf at 0).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn log(a: &Tensor) -> Result<Tensor> {
     // d ln a = g / a
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| g / x)?))
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| g / x)?))
     }
     real!("log", a, T => map(a, |x: T| x.ln_()))
 }
 
 /// The square root elementwise (floating tensors; NaN for negatives).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn sqrt(a: &Tensor) -> Result<Tensor> {
     // d sqrt(a) = g / (2 sqrt(a)) = g / (2 y)
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, output, |g: f32, y: f32| g / (2.0 * y))?))
+        Ok(Some(crate::batch::zip_with(
+            g,
+            output,
+            |g: f32, y: f32| g / (2.0 * y),
+        )?))
     }
     real!("sqrt", a, T => map(a, |x: T| x.sqrt_()))
 }
 
 /// `1 / sqrt(a)` elementwise (floating tensors; infinity at 0, NaN for negatives).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn rsqrt(a: &Tensor) -> Result<Tensor> {
     // y = a^(-1/2): dy = -1/2 a^(-3/2) g = -y^3 / 2 g
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, output, |g: f32, y: f32| -0.5 * g * y * y * y)?))
+        Ok(Some(crate::batch::zip_with(
+            g,
+            output,
+            |g: f32, y: f32| -0.5 * g * y * y * y,
+        )?))
     }
     real!("rsqrt", a, T => { let one = T::from_f32(1.0); map(a, move |x: T| one.over(x.sqrt_())) })
 }
 
 /// `a^p` elementwise for a constant exponent `p` (floating tensors; IEEE `powf`, so a negative
 /// base with a fractional exponent is NaN).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
     // d a^p = p a^(p - 1) g
     fn vjp(g: &Tensor, a: &Tensor, p: f32) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| {
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
             if p == 0.0 {
                 0.0
             } else {
@@ -109,21 +122,28 @@ pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
 /// `tanh(a)` elementwise (floating tensors).
 #[differentiable(crate = crate, batched)]
 pub fn tanh(a: &Tensor) -> Result<Tensor> {
-    // d tanh = (1 - y^2) g; K batched cotangents read y beside them
+    // d tanh = (1 - y^2) g
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        let y = crate::batch::beside(output, crate::batch::extent(g, output.layout().rank()))?;
-        Ok(Some(zip(g, &y, |g: f32, y: f32| g * (1.0 - y * y))?))
+        Ok(Some(crate::batch::zip_with(
+            g,
+            output,
+            |g: f32, y: f32| g * (1.0 - y * y),
+        )?))
     }
     real!("tanh", a, T => map(a, |x: T| x.tanh_()))
 }
 
 /// The logistic function `1 / (1 + e^-a)` elementwise (floating tensors), computed without
 /// overflow for large `|a|`.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn sigmoid(a: &Tensor) -> Result<Tensor> {
     // d sigmoid = y (1 - y) g
     fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, output, |g: f32, y: f32| g * y * (1.0 - y))?))
+        Ok(Some(crate::batch::zip_with(
+            g,
+            output,
+            |g: f32, y: f32| g * y * (1.0 - y),
+        )?))
     }
     real!("sigmoid", a, T => map(a, logistic::<T>))
 }
@@ -140,25 +160,27 @@ fn logistic<T: Real>(x: T) -> T {
 }
 
 /// `max(a, 0)` elementwise (Float32, Float64, Int32; NaN stays NaN). The gradient at 0 is 0.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn relu(a: &Tensor) -> Result<Tensor> {
     // d relu = [a > 0] g
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(
-            g,
-            a,
-            |g: f32, x: f32| if x > 0.0 { g } else { 0.0 },
-        )?))
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
+            if x > 0.0 {
+                g
+            } else {
+                0.0
+            }
+        })?))
     }
     numeric!("relu", a, T => map(a, |x: T| x.max_of(T::default())))
 }
 
 /// GELU in its exact form `a Phi(a) = a (1 + erf(a / sqrt 2)) / 2` (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn gelu(a: &Tensor) -> Result<Tensor> {
     // d (x Phi(x)) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| {
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
             let x = f64::from(x);
             let cdf = 0.5 * (1.0 + super::num::erf(x * std::f64::consts::FRAC_1_SQRT_2));
             let pdf = INV_SQRT_2PI * (-0.5 * x * x).exp();
@@ -173,11 +195,11 @@ pub fn gelu(a: &Tensor) -> Result<Tensor> {
 
 /// GELU in its tanh approximation `a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) / 2` (floating
 /// tensors), as GPT-2 and PyTorch's `approximate="tanh"`.
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
     // u = c (x + k x^3), t = tanh u: d (x (1 + t) / 2) = (1 + t) / 2 + x (1 - t^2) c (1 + 3k x^2) / 2
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| {
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
             let t = super::num::tanh_f32(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x));
             let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
             g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
@@ -193,11 +215,11 @@ pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
 }
 
 /// SiLU (swish) `a sigmoid(a)` elementwise (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn silu(a: &Tensor) -> Result<Tensor> {
     // s = sigmoid x: d (x s) = s + x s (1 - s) = s (1 + x (1 - s))
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| {
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
             let s = logistic(x);
             g * s * (1.0 + x * (1.0 - s))
         })?))
@@ -206,21 +228,25 @@ pub fn silu(a: &Tensor) -> Result<Tensor> {
 }
 
 /// `sin(a)` elementwise (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn sin(a: &Tensor) -> Result<Tensor> {
     // d sin = cos(a) g
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| g * x.cos())?))
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
+            g * x.cos()
+        })?))
     }
     real!("sin", a, T => map(a, |x: T| x.sin_()))
 }
 
 /// `cos(a)` elementwise (floating tensors).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn cos(a: &Tensor) -> Result<Tensor> {
     // d cos = -sin(a) g
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(zip(g, a, |g: f32, x: f32| -g * x.sin())?))
+        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
+            -g * x.sin()
+        })?))
     }
     real!("cos", a, T => map(a, |x: T| x.cos_()))
 }
@@ -242,13 +268,13 @@ pub fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
 }
 
 mod clamp_node {
-    use super::{differentiable, map, real, zip, Real, Result, Tensor};
+    use super::{differentiable, map, real, Real, Result, Tensor};
 
-    #[differentiable(crate = crate)]
+    #[differentiable(crate = crate, batched)]
     pub(super) fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
         // d clamp = [min <= a <= max] g
         fn vjp(g: &Tensor, a: &Tensor, min: f32, max: f32) -> Result<Option<Tensor>> {
-            Ok(Some(zip(g, a, |g: f32, x: f32| {
+            Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
                 if (min..=max).contains(&x) {
                     g
                 } else {
