@@ -243,15 +243,9 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         } else {
             None
         };
+        // the column sums of g: a row at a time (the reduced mode leads)
         let gb = match bias {
-            Some(_) if needs.input(2) => Some(kernel::reduce(
-                &g2,
-                &[0],
-                false,
-                || 0.0f64,
-                |s, v: f32| s + f64::from(v),
-                |s, _| s as f32,
-            )?),
+            Some(b) if needs.input(2) => Some(super::broadcast_rule::sum_to(&g2, b)?),
             _ => None,
         };
         Ok((gx, gw, gb))
@@ -283,13 +277,21 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     y2.with_layout_detached(Layout::row_major(&out_dims)?, 0)
 }
 
-/// `y[i, :] + b` for every row of a compact `[rows, n]` matrix.
+/// `y[i, :] + b` for every row of `y`, a compact `[rows, n]` matrix the caller just made (no
+/// one else holds it): added in place on the CPU, so the bias costs no second buffer.
 fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
     let bias = b.values::<f32>()?;
+    let add = |row: &mut [f32]| row.iter_mut().zip(&bias).for_each(|(o, &c)| *o += c);
+    if let (Some(cpu), 0, false) = (y.part_carrier(0).as_cpu(), y.offset(), bias.is_empty()) {
+        cpu.with_slice_mut::<f32, _>(|s| {
+            s.chunks_mut(bias.len()).for_each(add);
+            Ok(())
+        })?;
+        return Ok(y.clone());
+    }
     kernel::map_rows(y, |row: &[f32], out: &mut [f32]| {
-        for ((o, &v), &c) in out.iter_mut().zip(row).zip(&bias) {
-            *o = v + c;
-        }
+        out.copy_from_slice(row);
+        add(out);
     })
 }
 
