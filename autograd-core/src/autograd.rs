@@ -325,7 +325,7 @@ pub fn grad(
                 }
                 let results = inputs
                     .iter()
-                    .map(|t| unstack(t, &staged, batch.len()))
+                    .map(|t| stacked_from_batch(t, &staged, batch.len()))
                     .collect::<Result<Vec<_>>>()?;
                 if let Some(claim) = claim {
                     claim.finish();
@@ -454,7 +454,11 @@ fn all_at_once(
 
 /// `input`'s K gradients from [`all_at_once`], stacked as [`stack`] stacks K runs: a leading
 /// batch mode whose stride is the cosize of the input's (injective) layout.
-fn unstack(input: &Tensor, staged: &IdMap<(Tensor, Tensor)>, k: usize) -> Result<Option<Tensor>> {
+fn stacked_from_batch(
+    input: &Tensor,
+    staged: &IdMap<(Tensor, Tensor)>,
+    k: usize,
+) -> Result<Option<Tensor>> {
     let Some((_, g)) = staged.get(&input.id()) else {
         return Ok(None);
     };

@@ -90,11 +90,7 @@ pub(crate) fn ensure_plain_f32(g: &Tensor, what: &str) -> Result<()> {
 pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
     ensure_plain_f32(&g, "a cotangent")?;
     let t = target.layout();
-    if target.subtensor_count() > 1 {
-        if let Some(why) = target.storage_clash() {
-            bail!(Value, "the target tensor's pieces alias storage ({why}); its gradient would be under-counted");
-        }
-    }
+    ensure_pieces_disjoint(target)?;
     match t.aliasing() {
         Aliasing::None => {
             ensure!(
@@ -122,12 +118,24 @@ pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
     Ok(g)
 }
 
+/// Refuses a multi-subtensor target whose pieces share storage: its gradient would be
+/// under-counted.
+fn ensure_pieces_disjoint(target: &Tensor) -> Result<()> {
+    if target.subtensor_count() > 1 {
+        if let Some(why) = target.storage_clash() {
+            bail!(Value, "the target tensor's pieces alias storage ({why}); its gradient would be under-counted");
+        }
+    }
+    Ok(())
+}
+
 /// Checks `g`, the gradients of `k` batched products for `target`: Float32 with one
 /// subtensor, a leading batch mode of extent `k` before `target`'s shape, in an injective
 /// layout (its values are read per logical position). A target whose aliasing broadcast modes
 /// do not explain is refused, as for one cotangent.
 pub(crate) fn check_batched_cotangent(target: &Tensor, g: Tensor, k: usize) -> Result<Tensor> {
     ensure_plain_f32(&g, "a batched cotangent")?;
+    ensure_pieces_disjoint(target)?;
     ensure!(
         target.layout().aliasing() != Aliasing::Other,
         Value,
