@@ -235,6 +235,8 @@ enum Step {
     /// `value + bias` with a fresh `[c]` leaf broadcast over the rows: `broadcast_to` has no
     /// batched VJP, so the engine runs it once per cotangent inside the batched traversal.
     AddRow(u64),
+    /// `linear(value, w, bias)` with fresh `[c, c]` and `[c]` leaves (requested too).
+    Linear(u64),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -248,6 +250,7 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Sigmoid),
         (0u64..1000).prop_map(Step::MulLeaf),
         (0u64..1000).prop_map(Step::AddRow),
+        (0u64..1000).prop_map(Step::Linear),
     ]
 }
 
@@ -285,6 +288,13 @@ proptest! {
                     let w = t(&noise(r * c, s), &[r, c]);
                     leaves.push(w.clone());
                     autograd_ops::mul(&value, &w).unwrap()
+                }
+                Step::Linear(s) => {
+                    let w = t(&noise(c * c, s), &[c, c]);
+                    let b = t(&noise(c, s + 7), &[c]);
+                    leaves.push(w.clone());
+                    leaves.push(b.clone());
+                    autograd_ops::linear(&value, &w, Some(&b)).unwrap()
                 }
                 Step::AddRow(s) => {
                     let b = t(&noise(c, s), &[c]);
@@ -327,3 +337,27 @@ const RETAIN_BATCHED: GradOptions = GradOptions {
     batched: true,
     retain_graph: true,
 };
+
+#[test]
+fn linear_has_a_batched_vjp_that_agrees_with_its_vjp_per_cotangent() {
+    let x = t(&noise(6, 1), &[2, 3]);
+    let w = t(&noise(12, 2), &[4, 3]);
+    let b = t(&noise(4, 3), &[4]);
+    let y = autograd_ops::linear(&x, &w, Some(&b)).unwrap();
+    let node = y.autograd_ctx().unwrap();
+    let cots = rows(3, 8, 4);
+    let batched = node
+        .backward_batched(&t(&cots.concat(), &[3, 2, 4]), &[true, true, true])
+        .expect("linear is batched")
+        .unwrap();
+    let dims = [vec![3, 2, 3], vec![3, 4, 3], vec![3, 4]];
+    for (j, g) in batched.iter().enumerate() {
+        let g = g.as_ref().unwrap();
+        assert_eq!(g.dims(), dims[j]);
+        let want: Vec<f32> = cots
+            .iter()
+            .flat_map(|c| vals(node.backward(&t(c, &[2, 4])).unwrap()[j].as_ref().unwrap()))
+            .collect();
+        close(&vals(g), &want);
+    }
+}

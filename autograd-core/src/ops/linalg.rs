@@ -221,9 +221,10 @@ fn rows_of(x: &Tensor) -> Result<Tensor> {
 /// `bias` of shape `[out]`, as PyTorch's `Linear` computes it: one GEMM with `w` read
 /// transposed through its strides, and only the gradients the traversal wants (functional
 /// `grad` asking for the parameters skips the data batch's).
-#[differentiable(crate = crate)]
+#[differentiable(crate = crate, batched)]
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    // y = x wᵀ + b:  dx = g w,  dw = gᵀ x,  db = the column sums of g
+    // y = x wᵀ + b:  dx = g w,  dw = gᵀ x,  db = the column sums of g. K batched cotangents
+    // are K times the rows for dx; dw and db are per batch index, with x read beside them.
     fn vjp(
         g: &Tensor,
         x: &Tensor,
@@ -231,21 +232,39 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         bias: Option<&Tensor>,
         needs: &NeedsGrad,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let k = crate::batch::extent(g, x.layout().rank());
         let g2 = rows_of(g)?;
         let gx = if needs.input(0) {
             let gx = product(&g2, w, Trans { a: false, b: false })?;
-            Some(gx.with_layout_detached(Layout::row_major(&x.dims())?, 0)?)
+            let dims: Vec<usize> = k.into_iter().chain(x.dims()).collect();
+            Some(gx.with_layout_detached(Layout::row_major(&dims)?, 0)?)
         } else {
             None
         };
-        let gw = if needs.input(1) {
-            Some(product(&g2, &rows_of(x)?, Trans { a: true, b: false })?)
-        } else {
-            None
+        // g as [K, rows, out] when batched (a view: g2 is compact)
+        let per_index = |k: usize| {
+            let (rows, out) = (g2.dims()[0] / k.max(1), g2.dims()[1]);
+            g2.with_layout_detached(Layout::row_major(&[k, rows, out])?, g2.offset())
+        };
+        let gw = match (needs.input(1), k) {
+            (false, _) => None,
+            (true, None) => Some(product(&g2, &rows_of(x)?, Trans { a: true, b: false })?),
+            (true, Some(k)) => {
+                let x3 = crate::batch::beside(&rows_of(x)?, Some(k))?;
+                Some(product(&per_index(k)?, &x3, Trans { a: true, b: false })?)
+            }
         };
         // the column sums of g: a row at a time (the reduced mode leads)
-        let gb = match bias {
-            Some(b) if needs.input(2) => Some(super::broadcast_rule::sum_to(&g2, b)?),
+        let gb = match (bias, k) {
+            (Some(b), None) if needs.input(2) => Some(super::broadcast_rule::sum_to(&g2, b)?),
+            (Some(_), Some(k)) if needs.input(2) => Some(kernel::reduce(
+                &per_index(k)?,
+                &[1],
+                false,
+                || 0.0f64,
+                |s, v: f32| s + f64::from(v),
+                |s, _| s as f32,
+            )?),
             _ => None,
         };
         Ok((gx, gw, gb))
