@@ -103,19 +103,46 @@ fn a_batched_jacobian_of_tanh_of_a_matrix_vector_product_runs_the_graph_once() {
     assert_eq!(kind(again), ErrorKind::Runtime);
 }
 
+thread_local! {
+    static PLAIN_RUNS: Cell<usize> = const { Cell::new(0) };
+}
+
+#[differentiable]
+fn plain(a: &Tensor) -> Result<Tensor> {
+    // the identity without a batched VJP, counting its VJP's runs
+    #[allow(clippy::unnecessary_wraps)]
+    fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
+        PLAIN_RUNS.with(|c| c.set(c.get() + 1));
+        Ok(Some(g.clone()))
+    }
+    Ok(a.detach())
+}
+
 #[test]
 fn an_op_without_a_batched_vjp_runs_its_vjp_once_per_cotangent_inside_a_batched_traversal() {
     let x = t(&[0.5, -1.0, 2.0], &[3]);
-    // broadcast_to has no batched VJP; tanh, exp and mul_scalar do
-    let scaled = mul_scalar(&probe(&x).unwrap(), 0.5).unwrap();
+    let scaled = mul_scalar(&plain(&probe(&x).unwrap()).unwrap(), 0.5).unwrap();
     let y = tanh(&exp(&autograd_ops::broadcast_to(&scaled, &[2, 3]).unwrap()).unwrap()).unwrap();
     let basis = rows(4, 6, 5);
     let want = one_by_one(&y, &x, &basis);
-    let (batched, single) = (count(&BATCHED_RUNS), count(&SINGLE_RUNS));
+    let (batched, single, plain_runs) = (
+        count(&BATCHED_RUNS),
+        count(&SINGLE_RUNS),
+        count(&PLAIN_RUNS),
+    );
     let cot = t(&basis.concat(), &[4, 2, 3]);
     let got = grad(&y, &[&x], &cot, BATCHED).unwrap();
-    assert_eq!(count(&BATCHED_RUNS), batched + 1);
+    assert_eq!(
+        count(&BATCHED_RUNS),
+        batched + 1,
+        "the probe below `plain` ran batched"
+    );
     assert_eq!(count(&SINGLE_RUNS), single);
+    assert_eq!(
+        count(&PLAIN_RUNS),
+        plain_runs + 4,
+        "`plain` ran once per cotangent"
+    );
     close(&vals(got[0].as_ref().unwrap()), &want);
 }
 
@@ -232,9 +259,12 @@ enum Step {
     Sigmoid,
     /// `value * w` elementwise with a fresh `[r, c]` leaf `w` (requested too).
     MulLeaf(u64),
-    /// `value + bias` with a fresh `[c]` leaf broadcast over the rows: `broadcast_to` has no
-    /// batched VJP, so the engine runs it once per cotangent inside the batched traversal.
+    /// `value + bias` with a fresh `[c]` leaf broadcast over the rows (`broadcast_to`'s batched
+    /// VJP sums each batch index on its own).
     AddRow(u64),
+    /// An op without a batched VJP: the engine runs it once per cotangent inside the batched
+    /// traversal.
+    Plain,
     /// `linear(value, w, bias)` with fresh `[c, c]` and `[c]` leaves (requested too).
     Linear(u64),
 }
@@ -251,6 +281,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0u64..1000).prop_map(Step::MulLeaf),
         (0u64..1000).prop_map(Step::AddRow),
         (0u64..1000).prop_map(Step::Linear),
+        Just(Step::Plain),
     ]
 }
 
@@ -259,7 +290,7 @@ proptest! {
 
     /// Batched `grad` through a random chain equals one `grad` per cotangent, for a leaf laid
     /// out column-major at an offset and for every leaf the chain combines it with, and runs
-    /// the graph once, also through an op without a batched VJP (`broadcast_to`).
+    /// the graph once, also through an op without a batched VJP.
     #[test]
     fn batched_grad_through_random_chains_matches_one_call_per_cotangent(
         r in 1usize..4,
@@ -289,6 +320,7 @@ proptest! {
                     leaves.push(w.clone());
                     autograd_ops::mul(&value, &w).unwrap()
                 }
+                Step::Plain => plain(&value).unwrap(),
                 Step::Linear(s) => {
                     let w = t(&noise(c * c, s), &[c, c]);
                     let b = t(&noise(c, s + 7), &[c]);
@@ -360,4 +392,19 @@ fn linear_has_a_batched_vjp_that_agrees_with_its_vjp_per_cotangent() {
             .collect();
         close(&vals(g), &want);
     }
+}
+
+#[test]
+fn broadcast_to_sums_each_batch_index_over_new_and_stretched_modes() {
+    // [2, 1] -> [3, 2, 4]: a new leading mode and a stretched trailing one
+    let x = t(&[0.25, -0.5], &[2, 1]);
+    let y = tanh(&autograd_ops::broadcast_to(&probe(&x).unwrap(), &[3, 2, 4]).unwrap()).unwrap();
+    let basis = rows(5, 24, 8);
+    let want = one_by_one(&y, &x, &basis);
+    let batched = count(&BATCHED_RUNS);
+    let got = grad(&y, &[&x], &t(&basis.concat(), &[5, 3, 2, 4]), BATCHED).unwrap();
+    assert_eq!(count(&BATCHED_RUNS), batched + 1);
+    let g = got[0].as_ref().unwrap();
+    assert_eq!(g.dims(), [5, 2, 1]);
+    close(&vals(g), &want);
 }

@@ -71,6 +71,29 @@ pub(crate) fn operands(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tens
     broadcast_pair(a, b).map_err(|e| e.context(op))
 }
 
+/// [`sum_to`] of `k` batched cotangents: `g` has a leading batch mode of extent `k` before the
+/// broadcast shape, and each batch index is summed back to `a`'s shape on its own.
+pub(crate) fn sum_to_batched(g: &Tensor, a: &Tensor, k: usize) -> Result<Tensor> {
+    let dims = g.dims();
+    let own = a.dims();
+    // g's modes after the batch mode are the broadcast shape, aligned with a's at the end
+    let lead = dims.len() - 1 - own.len();
+    let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
+    let reduced: Vec<usize> = (1..dims.len())
+        .filter(|&i| extent(i - 1) != dims[i])
+        .collect();
+    let r = reduce(
+        g,
+        &reduced,
+        true,
+        || 0.0f64,
+        |s, x: f32| s + f64::from(x),
+        |s, _| s as f32,
+    )?;
+    let layout = Layout::compact_row_major(crate::batch::batched_shape(a.shape(), k)?)?;
+    r.with_layout_detached(layout, r.offset())
+}
+
 /// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element
 /// of `a` receives the sum over the positions that repeat it (`broadcast_to`'s VJP). Sums run in
 /// f64. When the repeated modes are the leading ones (the common bias case) the rows of `g`
