@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::broadcast::broadcast_to;
 use crate::error::{bail, Result};
-use crate::kernel::{fresh, read, reduce};
+use crate::kernel::{fresh, read};
 use crate::{Layout, Tensor};
 
 /// The numpy broadcast of two lists of top-level extents: aligned at the end, a missing or
@@ -71,42 +71,37 @@ pub(crate) fn operands(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tens
     broadcast_pair(a, b).map_err(|e| e.context(op))
 }
 
-/// [`sum_to`] of `k` batched cotangents: `g` has a leading batch mode of extent `k` before the
-/// broadcast shape, and each batch index is summed back to `a`'s shape on its own.
-pub(crate) fn sum_to_batched(g: &Tensor, a: &Tensor, k: usize) -> Result<Tensor> {
-    let dims = g.dims();
-    let own = a.dims();
-    // g's modes after the batch mode are the broadcast shape, aligned with a's at the end
-    let lead = dims.len() - 1 - own.len();
-    let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
-    let reduced: Vec<usize> = (1..dims.len())
-        .filter(|&i| extent(i - 1) != dims[i])
-        .collect();
-    let r = reduce(
-        g,
-        &reduced,
-        true,
-        || 0.0f64,
-        |s, x: f32| s + f64::from(x),
-        |s, _| s as f32,
-    )?;
-    let layout = Layout::compact_row_major(crate::batch::batched_shape(a.shape(), k)?)?;
-    r.with_layout_detached(layout, r.offset())
-}
-
 /// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element
 /// of `a` receives the sum over the positions that repeat it (`broadcast_to`'s VJP). Sums run in
 /// f64. When the repeated modes are the leading ones (the common bias case) the rows of `g`
 /// are added into one accumulator row, a pass that vectorises; otherwise a kernel reduction.
 pub(crate) fn sum_to(g: &Tensor, a: &Tensor) -> Result<Tensor> {
+    sum_back(g, a, None)
+}
+
+/// [`sum_to`] of `k` batched cotangents: `g` has a leading batch mode of extent `k` before the
+/// broadcast shape, and each batch index is summed back to `a`'s shape on its own.
+pub(crate) fn sum_to_batched(g: &Tensor, a: &Tensor, k: usize) -> Result<Tensor> {
+    sum_back(g, a, Some(k))
+}
+
+fn sum_back(g: &Tensor, a: &Tensor, batch: Option<usize>) -> Result<Tensor> {
     let dims = g.dims();
     let own = a.dims();
-    let lead = dims.len() - own.len();
+    // the modes after the batch mode (if any) are the broadcast shape, aligned with a's at
+    // the end
+    let skip = usize::from(batch.is_some());
+    let lead = dims.len() - skip - own.len();
     let extent = |i: usize| if i < lead { 1 } else { own[i - lead] };
-    let reduced: Vec<usize> = (0..dims.len()).filter(|&i| extent(i) != dims[i]).collect();
-    let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
-    // the reduced modes are a prefix: g is `rows` copies of a row of a's size
-    let prefix = reduced.iter().enumerate().all(|(k, &i)| k == i);
+    let reduced: Vec<usize> = (skip..dims.len())
+        .filter(|&i| extent(i - skip) != dims[i])
+        .collect();
+    let layout = Arc::new(Layout::compact_row_major(crate::batch::shape_for(
+        a.shape(),
+        batch,
+    )?)?);
+    // unbatched, with the reduced modes a prefix: g is `rows` copies of a row of a's size
+    let prefix = batch.is_none() && reduced.iter().enumerate().all(|(k, &i)| k == i);
     if prefix {
         let m = a.size();
         let summed = read::<f32, _>(g, |x| {
@@ -128,13 +123,6 @@ pub(crate) fn sum_to(g: &Tensor, a: &Tensor) -> Result<Tensor> {
             });
         }
     }
-    let r = reduce(
-        g,
-        &reduced,
-        true,
-        || 0.0f64,
-        |s, x: f32| s + f64::from(x),
-        |s, _| s as f32,
-    )?;
+    let r = super::reduce::sum_axes(g, &reduced, true)?;
     r.with_layout_detached(Layout::clone(&layout), r.offset())
 }

@@ -257,14 +257,9 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         // the column sums of g: a row at a time (the reduced mode leads)
         let gb = match (bias, k) {
             (Some(b), None) if needs.input(2) => Some(super::broadcast_rule::sum_to(&g2, b)?),
-            (Some(_), Some(k)) if needs.input(2) => Some(kernel::reduce(
-                &per_index(k)?,
-                &[1],
-                false,
-                || 0.0f64,
-                |s, v: f32| s + f64::from(v),
-                |s, _| s as f32,
-            )?),
+            (Some(_), Some(k)) if needs.input(2) => {
+                Some(crate::ops::sum_axes(&per_index(k)?, &[1], false)?)
+            }
             _ => None,
         };
         Ok((gx, gw, gb))
