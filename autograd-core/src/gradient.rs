@@ -293,8 +293,27 @@ impl Tensor {
 
     /// Zeros laid out as [`Tensor::f32_like`] lays out values, with no pass over them.
     pub(crate) fn f32_zeros_like(&self) -> Result<Tensor> {
+        self.f32_buffer_like(|n, _| crate::pool::zeroed(n))
+    }
+
+    /// [`Tensor::f32_zeros_like`] for a caller that writes every logical position: the
+    /// positions may hold stale values until then (holes between them stay zero).
+    pub(crate) fn f32_overwritable_like(&self) -> Result<Tensor> {
+        self.f32_buffer_like(|n, dense| {
+            if dense {
+                crate::pool::overwritable(n)
+            } else {
+                crate::pool::zeroed(n)
+            }
+        })
+    }
+
+    fn f32_buffer_like(
+        &self,
+        buffer: impl FnOnce(usize, bool) -> Result<Vec<f32>>,
+    ) -> Result<Tensor> {
         let layout = self.gradient_layout()?;
-        let data = crate::pool::zeroed(layout.cosize())?;
+        let data = buffer(layout.cosize(), layout.cosize() == layout.size())?;
         let carrier = self.part_carrier(0).fresh(Buffer::F32(data))?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,
@@ -351,8 +370,36 @@ impl Tensor {
         } else {
             g.layout().is_injective()
         };
-        if fits && g.subtensor_count() == 1 && g.dtype() == &DType::Float32 {
+        let plain = g.subtensor_count() == 1 && g.dtype() == &DType::Float32;
+        if fits && plain {
             return Ok(g);
+        }
+        if plain {
+            // a dense `g` (what kernels make) is written straight into the target's layout
+            let layout = self.gradient_layout()?;
+            let placed = crate::kernel::read::<f32, _>(&g, |e| {
+                let Some(xs) = e.as_slice() else {
+                    return Ok(None);
+                };
+                let data = if is_dense(&layout) {
+                    let mut data = crate::pool::overwritable(xs.len())?;
+                    data.copy_from_slice(xs);
+                    data
+                } else {
+                    let mut data = crate::pool::zeroed(layout.cosize())?;
+                    scatter_runs(xs, &layout, &mut data);
+                    data
+                };
+                let carrier = self.part_carrier(0).fresh(Buffer::F32(data))?;
+                Ok(Some(Tensor::from_carrier_unchecked(
+                    carrier,
+                    Arc::clone(&layout),
+                    DType::Float32,
+                )))
+            })??;
+            if let Some(t) = placed {
+                return Ok(t);
+            }
         }
         self.f32_like(g.values::<f32>()?)
     }

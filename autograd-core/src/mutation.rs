@@ -239,26 +239,26 @@ impl InPlace<'_> {
                     s.len()
                 );
             };
-            let source = |i: usize| values.as_ref().map_or(0.0, |v| v[i]);
-            if layout.is_row_major_contiguous() && layout.size() == cosize {
-                for (i, d) in s.iter_mut().enumerate() {
-                    f(d, source(i));
+            // a run at a time, beside the source's values at the same logical positions
+            let mut i = 0;
+            let mut run = |start: usize, len: usize, stride: usize| {
+                let src = values.as_ref().map(|v| &v[i..i + len]);
+                match (stride, src) {
+                    (1, Some(src)) => s[start..start + len]
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(d, &x)| f(d, x)),
+                    (1, None) => s[start..start + len].iter_mut().for_each(|d| f(d, 0.0)),
+                    _ => (0..len).for_each(|k| {
+                        f(&mut s[start + k * stride], src.map_or(0.0, |v| v[k]));
+                    }),
                 }
+                i += len;
+            };
+            if layout.is_row_major_contiguous() && layout.size() == cosize {
+                run(0, cosize, 1);
             } else {
-                let mut i = 0;
-                layout.for_each_run(|start, len, stride| {
-                    if stride == 1 {
-                        for d in &mut s[start..start + len] {
-                            f(d, source(i));
-                            i += 1;
-                        }
-                    } else {
-                        for k in 0..len {
-                            f(&mut s[start + k * stride], source(i));
-                            i += 1;
-                        }
-                    }
-                });
+                layout.for_each_run(run);
             }
             Ok(())
         })

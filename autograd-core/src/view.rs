@@ -204,6 +204,13 @@ impl Tensor {
         self.raw_permute(&order)
     }
 
+    /// Every sub-tensor along top-level mode `dim`, that mode removed (views); see
+    /// [`crate::ops::unbind`].
+    #[track_caller]
+    pub fn unbind(&self, dim: usize) -> Result<Vec<Tensor>> {
+        crate::ops::unbind(self, dim)
+    }
+
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
     /// leading modes and extent-1 leaf modes repeat.
     pub(crate) fn raw_broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {

@@ -71,7 +71,8 @@ impl Block {
             unreachable!("the model passes [B, T, C]")
         };
         let h = self.heads;
-        // [B, T, 3C] -> [3, B, H, T, C/H]: q, k and v are strided views of one product
+        // [B, T, 3C] -> [3, B, H, T, C/H]: q, k and v are strided views of one product, unbound
+        // on one node so that their gradients land in one buffer
         let qkv = permute(
             &reshape(
                 &self.qkv.forward(&self.ln1.forward(x)?)?,
@@ -79,12 +80,9 @@ impl Block {
             )?,
             &[2, 0, 3, 1, 4],
         )?;
-        let context = flash_causal_attention(
-            &qkv.select(0, 0)?,
-            &qkv.select(0, 1)?,
-            &qkv.select(0, 2)?,
-            None,
-        )?;
+        let [q, k, v] = <[Tensor; 3]>::try_from(qkv.unbind(0)?)
+            .map_err(|_| autograd_core::Error::Runtime("qkv has three parts".into()))?;
+        let context = flash_causal_attention(&q, &k, &v, None)?;
         let context = reshape(&permute(&context, &[0, 2, 1, 3])?, &[b, t, c])?;
         let x = add(x, &self.proj.forward(&context)?)?;
         let hidden = gelu_tanh(&self.up.forward(&self.ln2.forward(&x)?)?)?;

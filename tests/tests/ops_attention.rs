@@ -1,7 +1,7 @@
 //! Causal scaled-dot-product attention (issue 12 §2): the materialised form (context and
 //! probabilities, both differentiable) and the flash-style form (context only, per-row
 //! statistics), against plain loops, against each other in values and gradients on shapes
-//! whose T is not a multiple of the 64-row block, by central differences, on strided inputs,
+//! whose T is not a multiple of the 32-row block, by central differences, on strided inputs,
 //! for causality, and for bad input that changes nothing.
 
 use autograd_core::ops::{add, mul, sum};

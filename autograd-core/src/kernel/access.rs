@@ -141,10 +141,20 @@ impl<'a, T: Copy> Elements<'a, T> {
 
     /// Copies the elements at logical positions `start..start + out.len()` into `out`.
     pub fn copy_range(&self, start: usize, out: &mut [T]) {
+        let data = self.data;
         let mut i = 0;
-        self.for_each_in(start, out.len(), |x| {
-            out[i] = x;
-            i += 1;
+        // a run at a time: a unit-stride run is one slice copy, a broadcast run one fill
+        self.for_each_run_in(start, out.len(), |r| {
+            let dst = &mut out[i..i + r.len];
+            match r.stride {
+                1 => dst.copy_from_slice(&data[r.start..r.start + r.len]),
+                0 => dst.fill(data[r.start]),
+                s => dst
+                    .iter_mut()
+                    .zip(data[r.start..].iter().step_by(s))
+                    .for_each(|(d, &x)| *d = x),
+            }
+            i += r.len;
         });
     }
 

@@ -15,6 +15,7 @@ mod num;
 mod operators;
 mod reduce;
 mod unary;
+mod unbind;
 mod view;
 
 pub use broadcast::broadcast_to;
@@ -32,4 +33,5 @@ pub use unary::{
     abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
     tanh,
 };
+pub use unbind::unbind;
 pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};

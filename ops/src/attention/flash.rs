@@ -18,7 +18,7 @@ use super::tile::{self, Coef, Madd, Tri, BLOCK};
 /// `T x T` probabilities: `softmax(scale · q kᵀ + causal mask) v`, `scale` defaulting to
 /// `1 / sqrt(D)`. Returns the context `[B, H, T, D]`.
 ///
-/// Forward walks key blocks of 64 with an online softmax; the graph keeps q, k, v, the context
+/// Forward walks key blocks of 32 with an online softmax; the graph keeps q, k, v, the context
 /// and one logsumexp per row, `O(B·H·T·D)` bytes, and backward recomputes the probabilities
 /// block by block. Values and gradients agree with [`causal_attention`](super::causal_attention)
 /// to about 1e-5. q, k and v must share one shape (`Error::Value`) and be Float32

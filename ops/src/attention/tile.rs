@@ -11,7 +11,7 @@
 
 /// Rows (queries) and columns (keys) of one tile. The causal mask follows block boundaries:
 /// a query block sees the key blocks up to and including its own.
-pub(super) const BLOCK: usize = 64;
+pub(super) const BLOCK: usize = 32;
 
 /// Columns of `D` one register tile covers.
 const DC: usize = 32;
