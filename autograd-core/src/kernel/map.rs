@@ -75,9 +75,9 @@ fn fill_from<T: Element, U: Element>(
         if parallel(out.len()) {
             out.par_chunks_mut(CHUNK)
                 .zip(xs.par_chunks(CHUNK))
-                .for_each(|(o, s)| o.iter_mut().zip(s).for_each(|(o, &v)| *o = f(v)));
+                .for_each(|(o, s)| map_slice(o, s, f));
         } else {
-            out.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
+            map_slice(out, xs, f);
         }
         return;
     }
@@ -97,17 +97,12 @@ fn zip_into<T: Element, U: Element, V: Element>(
     f: &(impl Fn(T, U) -> V + Sync),
 ) {
     if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
-        let body = |o: &mut [V], a: &[T], b: &[U]| {
-            o.iter_mut()
-                .zip(a.iter().zip(b))
-                .for_each(|(o, (&p, &q))| *o = f(p, q));
-        };
         if parallel(out.len()) {
             out.par_chunks_mut(CHUNK)
                 .zip(xs.par_chunks(CHUNK).zip(ys.par_chunks(CHUNK)))
-                .for_each(|(o, (a, b))| body(o, a, b));
+                .for_each(|(o, (a, b))| zip_slices(o, a, b, f));
         } else {
-            body(out, xs, ys);
+            zip_slices(out, xs, ys, f);
         }
         return;
     }
@@ -181,4 +176,35 @@ fn zip_runs<D: Element, U: Element, V: Element>(
         }
         i += r.len;
     });
+}
+
+/// `out[i] = f(xs[i])`, compiled for AVX2 and FMA when the running CPU has them (see
+/// [`simd!`](crate::simd)): transcendental maps such as `tanh` and GELU are compute-bound.
+fn map_slice<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> U) {
+    #[inline(always)]
+    fn body<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> U) {
+        out.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
+    }
+    crate::simd!(body(out, xs, f));
+}
+
+/// `out[i] = f(xs[i], ys[i])`, compiled like [`map_slice`].
+fn zip_slices<T: Element, U: Element, V: Element>(
+    out: &mut [V],
+    xs: &[T],
+    ys: &[U],
+    f: &impl Fn(T, U) -> V,
+) {
+    #[inline(always)]
+    fn body<T: Element, U: Element, V: Element>(
+        out: &mut [V],
+        xs: &[T],
+        ys: &[U],
+        f: &impl Fn(T, U) -> V,
+    ) {
+        out.iter_mut()
+            .zip(xs.iter().zip(ys))
+            .for_each(|(o, (&p, &q))| *o = f(p, q));
+    }
+    crate::simd!(body(out, xs, ys, f));
 }

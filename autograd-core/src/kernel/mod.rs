@@ -15,6 +15,8 @@
 //! ```
 
 mod access;
+#[doc(hidden)]
+pub mod isa;
 mod map;
 mod matrix;
 mod output;

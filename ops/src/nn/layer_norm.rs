@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use autograd_core::{differentiable, ensure, DType, Layout, Result, Tensor};
+use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
-use super::row::{column_sums, per_row, read_row_pair, read_rows, row, write_rows, Rows};
+use super::row::{column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows};
 
 /// Refuses a tensor that is not Float32 (`Error::Type`).
 fn ensure_f32(what: &str, t: &Tensor) -> Result<()> {
@@ -110,17 +110,7 @@ pub fn layer_norm(
             Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
                 write_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
                     let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                    let (mu, r) = (mean[k], rstd[k]);
-                    let (mut sum_gh, mut sum_ghxh) = (0.0f64, 0.0f64);
-                    for ((&gi, &xi), &wi) in gr.iter().zip(xr).zip(&w) {
-                        let gh = f64::from(gi * wi);
-                        sum_gh += gh;
-                        sum_ghxh += gh * f64::from((xi - mu) * r);
-                    }
-                    let (a, b) = ((sum_gh / n as f64) as f32, (sum_ghxh / n as f64) as f32);
-                    for (((o, &gi), &xi), &wi) in out.iter_mut().zip(gr).zip(xr).zip(&w) {
-                        *o = r * (gi * wi - a - (xi - mu) * r * b);
-                    }
+                    simd!(input_gradient_row(out, gr, xr, &w, (mean[k], rstd[k])));
                 })
             })?)
         } else {
@@ -138,12 +128,7 @@ pub fn layer_norm(
                 2 * n,
                 |k, (bg, bx), acc| {
                     let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                    let (mu, r) = (mean[k], rstd[k]);
-                    let (dw, db) = acc.split_at_mut(n);
-                    for (j, (&gi, &xi)) in gr.iter().zip(xr).enumerate() {
-                        dw[j] += f64::from(gi * (xi - mu) * r);
-                        db[j] += f64::from(gi);
-                    }
+                    simd!(parameter_gradient_row(acc, gr, xr, (mean[k], rstd[k])));
                 },
             ))
         })?;
@@ -165,10 +150,7 @@ pub fn layer_norm(
     // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row in f64
     let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
         Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
-            let r = row(&e, k, n, buf);
-            let mu = r.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
-            let var = r.iter().map(|&v| (f64::from(v) - mu).powi(2)).sum::<f64>() / n as f64;
-            (mu as f32, (1.0 / (var + f64::from(eps)).sqrt()) as f32)
+            simd!(row_statistics(row(&e, k, n, buf), eps))
         }))
     })?;
     let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
@@ -180,11 +162,54 @@ pub fn layer_norm(
     let b = values_or(bias, n, 0.0)?;
     read_rows::<f32, _>(x, rows, |e| {
         write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
-            let (mu, r) = stats[k];
-            let xr = row(&e, k, n, buf);
-            for (((o, &xi), &wi), &bi) in out.iter_mut().zip(xr).zip(&w).zip(&b) {
-                *o = (xi - mu) * r * wi + bi;
-            }
+            simd!(normalised_row(out, row(&e, k, n, buf), (&w, &b), stats[k]));
         })
     })
+}
+
+// The per-row arithmetic, `#[inline(always)]` for `simd!`. Sums run in f32 lanes over blocks
+// and in f64 across them (`lane_sum`).
+
+/// A row's mean and `1 / sqrt(population variance + eps)`, in two passes.
+#[inline(always)]
+fn row_statistics(r: &[f32], eps: f32) -> (f32, f32) {
+    let n = r.len() as f64;
+    let mu = (lane_sum(r, r, |v, _| v) / n) as f32;
+    let var = lane_sum(r, r, |v, _| (v - mu) * (v - mu)) / n;
+    (mu, (1.0 / (var + f64::from(eps)).sqrt()) as f32)
+}
+
+/// `out = (x - mu) r w + b` for one row.
+#[inline(always)]
+fn normalised_row(out: &mut [f32], xr: &[f32], (w, b): (&[f32], &[f32]), (mu, r): (f32, f32)) {
+    for (((o, &xi), &wi), &bi) in out.iter_mut().zip(xr).zip(w).zip(b) {
+        *o = (xi - mu) * r * wi + bi;
+    }
+}
+
+/// `dx = r (gh - mean(gh) - xh mean(gh xh))` for one row, `gh = g w`, `xh = (x - mu) r`.
+#[inline(always)]
+fn input_gradient_row(out: &mut [f32], gr: &[f32], xr: &[f32], w: &[f32], (mu, r): (f32, f32)) {
+    let n = gr.len() as f64;
+    // gh and gh xh need w beside g: fold w into the first operand
+    for ((o, &gi), &wi) in out.iter_mut().zip(gr).zip(w) {
+        *o = gi * wi;
+    }
+    let a = (lane_sum(out, xr, |gh, _| gh) / n) as f32;
+    let b = (lane_sum(out, xr, |gh, xi| gh * (xi - mu) * r) / n) as f32;
+    for (o, &xi) in out.iter_mut().zip(xr) {
+        *o = r * (*o - a - (xi - mu) * r * b);
+    }
+}
+
+/// Adds one row's `g xh` and `g` into `acc = [dw | db]`.
+#[inline(always)]
+fn parameter_gradient_row(acc: &mut [f64], gr: &[f32], xr: &[f32], (mu, r): (f32, f32)) {
+    let (dw, db) = acc.split_at_mut(gr.len());
+    for ((d, &gi), &xi) in dw.iter_mut().zip(gr).zip(xr) {
+        *d += f64::from(gi * (xi - mu) * r);
+    }
+    for (d, &gi) in db.iter_mut().zip(gr) {
+        *d += f64::from(gi);
+    }
 }

@@ -1,0 +1,56 @@
+//! Instruction-set dispatch for kernels' inner loops ([`simd!`](crate::simd)): a loop is
+//! compiled twice, once with AVX2 and FMA enabled (run when the CPU has them) and once for the
+//! baseline target, so the build needs no `-C target-cpu` and runs on any x86-64 (elsewhere,
+//! the baseline only).
+
+/// Whether the running CPU has AVX2 and FMA (`std` caches the detection).
+#[doc(hidden)]
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub fn wide() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// Runs `run` from a function compiled with AVX2 and FMA: `run`, a closure used once, is
+/// inlined into it, and with it every `#[inline(always)]` function it calls.
+///
+/// # Safety
+/// The running CPU must have AVX2 and FMA ([`wide`]).
+#[doc(hidden)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub unsafe fn avx2<R>(run: impl FnOnce() -> R) -> R {
+    run()
+}
+
+/// `simd!(body(args..))` is `body(args..)` computed by a copy of `body` compiled with AVX2 and
+/// FMA when the running CPU has them, else by the baseline copy. `body` must be an
+/// `#[inline(always)]` function; the closures it calls (an elementwise op's) are inlined into
+/// either copy and so use its instructions. Compute-bound loops (`tanh`, GELU, row
+/// normalisations) run about twice as fast on such CPUs.
+///
+/// ```
+/// #[inline(always)]
+/// fn scale(xs: &mut [f32], c: f32) {
+///     xs.iter_mut().for_each(|x| *x *= c);
+/// }
+/// let mut xs = vec![1.0f32; 100];
+/// autograd_core::simd!(scale(&mut xs, 3.0));
+/// assert!(xs.iter().all(|&x| x == 3.0));
+/// ```
+#[macro_export]
+macro_rules! simd {
+    ($body:ident($($arg:expr),* $(,)?)) => {{
+        #[cfg(target_arch = "x86_64")]
+        let out = if $crate::kernel::isa::wide() {
+            // SAFETY: `avx2` requires AVX2 and FMA, checked just above.
+            unsafe { $crate::kernel::isa::avx2(|| $body($($arg),*)) }
+        } else {
+            $body($($arg),*)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let out = $body($($arg),*);
+        out
+    }};
+}
