@@ -620,6 +620,16 @@ impl Tensor {
     /// A copy in fresh storage of this tensor's carrier class with the compact row-major
     /// layout; no autograd state.
     pub fn contiguous(&self) -> Result<Tensor> {
+        if self.0.dtype == DType::Float32 && self.subtensor_count() == 1 {
+            // run by run into pooled storage: a large temporary copy faults no fresh pages in
+            let layout = Arc::new(Layout::compact_row_major(self.shape().clone())?);
+            return crate::kernel::read::<f32, _>(self, |e| {
+                crate::kernel::fresh_overwritten::<f32>(self, layout, |out| {
+                    e.copy_range(0, out);
+                    Ok(())
+                })
+            })?;
+        }
         let carrier = self.part_carrier(0).clone();
         let w = record_width(&self.0.dtype);
         let buffer = match carrier.dtype() {

@@ -43,6 +43,11 @@ fn split_dims(t: &Tensor, what: &str) -> Result<(Vec<usize>, usize, usize)> {
 /// `op(a) · op(b)` for every batch index of `a` and `b`, which have one batch shape, in fresh
 /// compact storage of `a`'s carrier class. No node is recorded.
 fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
+    product_on(a, b, trans, kernel::threads())
+}
+
+/// [`product`] on at most `threads` threads.
+fn product_on(a: &Tensor, b: &Tensor, trans: Trans, threads: usize) -> Result<Tensor> {
     let (a, b) = (flat(a)?, flat(b)?);
     let (batch, ar, ac) = split_dims(&a, "matmul")?;
     let (batch_b, br, bc) = split_dims(&b, "matmul")?;
@@ -68,7 +73,6 @@ fn product(a: &Tensor, b: &Tensor, trans: Trans) -> Result<Tensor> {
     out_dims.extend([m, n]);
     let count: usize = batch.iter().product();
     let layout = Arc::new(Layout::row_major(&out_dims)?);
-    let threads = kernel::threads();
     kernel::read_pair::<f32, f32, _>(&a, &b, |ea, eb| {
         // every matrix of the result is written (GEMM without accumulation)
         kernel::fresh_overwritten::<f32>(&a, layout, |out| {
@@ -234,25 +238,38 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let k = crate::batch::extent(g, x.layout().rank());
         let g2 = rows_of(g)?;
-        let gx = if needs.input(0) {
-            let gx = product(&g2, w, Trans { a: false, b: false })?;
-            let dims: Vec<usize> = k.into_iter().chain(x.dims()).collect();
-            Some(gx.with_layout_detached(Layout::row_major(&dims)?, 0)?)
-        } else {
-            None
-        };
         // g as [K, rows, out] when batched (a view: g2 is compact)
         let per_index = |k: usize| {
             let (rows, out) = (g2.dims()[0] / k.max(1), g2.dims()[1]);
             g2.with_layout_detached(Layout::row_major(&[k, rows, out])?, g2.offset())
         };
-        let gw = match (needs.input(1), k) {
-            (false, _) => None,
-            (true, None) => Some(product(&g2, &rows_of(x)?, Trans { a: true, b: false })?),
-            (true, Some(k)) => {
-                let x3 = crate::batch::beside(&rows_of(x)?, Some(k))?;
-                Some(product(&per_index(k)?, &x3, Trans { a: true, b: false })?)
+        let gx = |threads| -> Result<Option<Tensor>> {
+            if !needs.input(0) {
+                return Ok(None);
             }
+            let gx = product_on(&g2, w, Trans { a: false, b: false }, threads)?;
+            let dims: Vec<usize> = k.into_iter().chain(x.dims()).collect();
+            Ok(Some(gx.with_layout_detached(Layout::row_major(&dims)?, 0)?))
+        };
+        let gw = |threads| -> Result<Option<Tensor>> {
+            let trans = Trans { a: true, b: false };
+            Ok(match (needs.input(1), k) {
+                (false, _) => None,
+                (true, None) => Some(product_on(&g2, &rows_of(x)?, trans, threads)?),
+                (true, Some(k)) => {
+                    let x3 = crate::batch::beside(&rows_of(x)?, Some(k))?;
+                    Some(product_on(&per_index(k)?, &x3, trans, threads)?)
+                }
+            })
+        };
+        // Two products of one size: side by side, each on half the threads, rather than one
+        // after the other each split across all (small GEMMs split poorly).
+        let threads = kernel::threads();
+        let (gx, gw) = if threads > 1 && needs.input(0) && needs.input(1) {
+            let (gx, gw) = rayon::join(|| gx(threads / 2), || gw(threads - threads / 2));
+            (gx?, gw?)
+        } else {
+            (gx(threads)?, gw(threads)?)
         };
         // the column sums of g: a row at a time (the reduced mode leads)
         let gb = match (bias, k) {

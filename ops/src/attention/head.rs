@@ -84,25 +84,30 @@ impl Default for Scratch {
     }
 }
 
-/// An input of the attention kernels, read one head at a time: a CPU tensor is read in place
-/// under a short read lock per access (never two locks at once, so q, k and v may share
-/// storage), any other carrier through one compact copy made up front.
+/// An input of the attention kernels, read one head at a time: a CPU tensor whose storage
+/// order is logical order is read in place under a short read lock per access (never two locks
+/// at once, so q, k and v may share storage); any other (a strided view, another carrier)
+/// through one compact copy made up front, which every head then reads as slices.
 #[derive(Debug)]
 pub(super) struct Input<'a> {
     tensor: &'a Tensor,
-    copy: Option<Vec<f32>>,
+    /// What heads are read from: `tensor` itself, or its compact copy.
+    source: Tensor,
 }
 
 impl<'a> Input<'a> {
     pub fn new(tensor: &'a Tensor) -> Result<Input<'a>> {
-        let in_place =
-            tensor.subtensor_count() == 1 && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
-        let copy = if in_place {
-            None
+        let l = tensor.layout();
+        let in_place = tensor.subtensor_count() == 1
+            && l.is_row_major_contiguous()
+            && l.size() == l.cosize()
+            && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
+        let source = if in_place {
+            tensor.clone()
         } else {
-            Some(tensor.values::<f32>()?)
+            tensor.contiguous()?
         };
-        Ok(Input { tensor, copy })
+        Ok(Input { tensor, source })
     }
 
     /// The tensor read.
@@ -113,17 +118,7 @@ impl<'a> Input<'a> {
     /// Copies the elements at logical (row-major) positions `start..start + dst.len()`.
     pub fn copy_out(&self, start: usize, dst: &mut [f32]) -> Result<()> {
         let end = start + dst.len();
-        if let Some(copy) = &self.copy {
-            let Some(src) = copy.get(start..end) else {
-                bail!(
-                    Runtime,
-                    "attention: positions {start}..{end} are out of range"
-                );
-            };
-            dst.copy_from_slice(src);
-            return Ok(());
-        }
-        kernel::read::<f32, _>(self.tensor, |e| {
+        kernel::read::<f32, _>(&self.source, |e| {
             ensure!(
                 end <= e.len(),
                 Runtime,

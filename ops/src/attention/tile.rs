@@ -60,19 +60,20 @@ pub(super) fn scores<M: Madd>(
     diagonal: bool,
     s: &mut [f32; BLOCK * BLOCK],
 ) {
-    for r in (0..BLOCK).step_by(2) {
-        let (Some(a0), Some(a1)) = (a.get(r * d..(r + 1) * d), a.get((r + 1) * d..(r + 2) * d))
-        else {
+    // four rows by HALF columns per register tile: eight independent accumulator vectors
+    for r in (0..BLOCK).step_by(ROWS) {
+        let Some(a) = a.get(r * d..(r + ROWS) * d) else {
             return;
         };
         for half in 0..2 {
-            let mut acc = [[0.0f32; HALF]; 2];
-            if diagonal && half * HALF > r + 1 {
-                let at = r * BLOCK + half * HALF;
-                s[at..at + HALF].fill(0.0);
-                s[at + BLOCK..at + BLOCK + HALF].fill(0.0);
+            let at = r * BLOCK + half * HALF;
+            if diagonal && half * HALF > r + ROWS - 1 {
+                for k in 0..ROWS {
+                    s[at + k * BLOCK..at + k * BLOCK + HALF].fill(0.0);
+                }
                 continue;
             }
+            let mut acc = [[0.0f32; HALF]; ROWS];
             for x in 0..d {
                 let Some(b) = bt
                     .get(x * ldb + half * HALF..)
@@ -80,18 +81,22 @@ pub(super) fn scores<M: Madd>(
                 else {
                     return;
                 };
-                let (p, q) = (a0[x], a1[x]);
-                for c in 0..HALF {
-                    acc[0][c] = M::madd(p, b[c], acc[0][c]);
-                    acc[1][c] = M::madd(q, b[c], acc[1][c]);
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let p = a[k * d + x];
+                    for c in 0..HALF {
+                        acc[c] = M::madd(p, b[c], acc[c]);
+                    }
                 }
             }
-            let at = r * BLOCK + half * HALF;
-            s[at..at + HALF].copy_from_slice(&acc[0]);
-            s[at + BLOCK..at + BLOCK + HALF].copy_from_slice(&acc[1]);
+            for (k, acc) in acc.iter().enumerate() {
+                s[at + k * BLOCK..at + k * BLOCK + HALF].copy_from_slice(acc);
+            }
         }
     }
 }
+
+/// Rows of one score register tile.
+const ROWS: usize = 4;
 
 /// A coefficient matrix read with strides: entry `(i, j)` is `data[i·row + j·col]`, so a tile
 /// and its transpose are the same data.
