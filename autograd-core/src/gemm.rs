@@ -253,14 +253,49 @@ fn kernel(
     accumulate: bool,
     threads: usize,
 ) {
+    let a_ptr = a[ga.offset..].as_ptr();
+    let b_ptr = b[gb.offset..].as_ptr();
+    let c_ptr = c[gc.offset..].as_mut_ptr();
+    // Small inner dimensions (a transformer's projections) split poorly inside the kernel:
+    // there each thread takes a band of C's rows and runs the sequential kernel on it.
+    let bands = if threads > 1 && ga.cols <= BANDED_MAX_K {
+        threads.min(ga.rows / BAND_MIN_ROWS)
+    } else {
+        1
+    };
+    if bands > 1 {
+        let per = ga.rows.div_ceil(bands);
+        // Addresses cross threads as integers; each band reads A's rows `r0..r1` and all of B
+        // and writes C's rows `r0..r1`.
+        let (a_at, b_at, c_at) = (a_ptr as usize, b_ptr as usize, c_ptr as usize);
+        crate::kernel::for_each_task(bands, |band| {
+            let r0 = band * per;
+            let rows = per.min(ga.rows - r0);
+            let (band_a, band_c) = (Geometry { rows, ..ga }, Geometry { rows, ..gc });
+            // SAFETY: as below, for the sub-matrices of rows `r0..r0 + rows` (`r0 < rows of
+            // A`): their base elements `A[r0, 0]` and `C[r0, 0]` lie inside the checked
+            // operands (row strides are non-negative and at most the slice lengths), and the
+            // bands' rows of C are disjoint, so no two threads write one slot.
+            unsafe {
+                call(
+                    (a_at as *const f32).add(r0 * ga.row_stride as usize),
+                    band_a,
+                    b_at as *const f32,
+                    gb,
+                    (c_at as *mut f32).add(r0 * gc.row_stride as usize),
+                    band_c,
+                    accumulate,
+                    gemm::Parallelism::None,
+                );
+            }
+        });
+        return;
+    }
     let parallelism = if threads > 1 {
         gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
     };
-    let a_ptr = a[ga.offset..].as_ptr();
-    let b_ptr = b[gb.offset..].as_ptr();
-    let c_ptr = c[gc.offset..].as_mut_ptr();
     // SAFETY: `gemm::gemm` reads `A[i, p]` at `a_ptr + i*row_stride + p*col_stride` for `i < m`,
     // `p < k` (B likewise, `k x n`) and reads (when accumulating) and writes `C[i, j]` for
     // `i < m`, `j < n`. Before this call `gemm_f32` established:
@@ -276,18 +311,45 @@ fn kernel(
     //   and overlapping elements there are sound (and tested against a naive loop).
     // With `read_dst == accumulate` the kernel computes `C = C + A·B` or `C = A·B`.
     unsafe {
+        call(a_ptr, ga, b_ptr, gb, c_ptr, gc, accumulate, parallelism);
+    }
+}
+
+/// Inner dimensions up to this run as bands of rows on several threads.
+const BANDED_MAX_K: usize = 256;
+/// Rows a band has at least.
+const BAND_MIN_ROWS: usize = 64;
+
+/// The `gemm` crate's kernel on raw operands.
+///
+/// # Safety
+/// As [`kernel`] establishes for its call: every element the shapes and strides address lies
+/// inside its allocation, and C's elements are distinct slots no one else accesses.
+#[allow(clippy::too_many_arguments)]
+unsafe fn call(
+    a: *const f32,
+    ga: Geometry,
+    b: *const f32,
+    gb: Geometry,
+    c: *mut f32,
+    gc: Geometry,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
+) {
+    // SAFETY: the caller's contract is `gemm::gemm`'s.
+    unsafe {
         gemm::gemm(
             ga.rows,
             gb.cols,
             ga.cols,
-            c_ptr,
+            c,
             gc.col_stride,
             gc.row_stride,
             accumulate,
-            a_ptr,
+            a,
             ga.col_stride,
             ga.row_stride,
-            b_ptr,
+            b,
             gb.col_stride,
             gb.row_stride,
             1.0,

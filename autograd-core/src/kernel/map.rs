@@ -1,8 +1,6 @@
 //! Elementwise maps: one closure per element, generic over the element types, in parallel
 //! above [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD).
 
-use rayon::prelude::*;
-
 use super::access::{read, read_pair, Elements};
 use super::output::fresh_like_overwritten;
 use super::parallel::{parallel, CHUNK};
@@ -47,7 +45,7 @@ pub fn zip<T: Element, U: Element, V: Element>(
 /// Sets every element of `out` to `value`, in parallel above the threshold.
 pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
     if parallel(out.len()) {
-        out.par_chunks_mut(CHUNK).for_each(|o| o.fill(value));
+        super::for_each_chunk_mut(out, CHUNK, |_, o| o.fill(value));
     } else {
         out.fill(value);
     }
@@ -58,9 +56,7 @@ pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
 pub(crate) fn update_f32(dst: &mut [f32], src: &[f32], f: impl Fn(&mut f32, f32) + Sync) {
     let body = |d: &mut [f32], s: &[f32]| d.iter_mut().zip(s).for_each(|(d, &x)| f(d, x));
     if parallel(dst.len()) {
-        dst.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(d, s)| body(d, s));
+        super::for_each_chunk_mut(dst, CHUNK, |k, d| body(d, &src[k * CHUNK..]));
     } else {
         body(dst, src);
     }
@@ -73,9 +69,9 @@ fn fill_from<T: Element, U: Element>(
 ) {
     if let Some(xs) = x.as_slice() {
         if parallel(out.len()) {
-            out.par_chunks_mut(CHUNK)
-                .zip(xs.par_chunks(CHUNK))
-                .for_each(|(o, s)| map_slice(o, s, f));
+            super::for_each_chunk_mut(out, CHUNK, |k, o| {
+                map_slice(o, &xs[k * CHUNK..k * CHUNK + o.len()], f);
+            });
         } else {
             map_slice(out, xs, f);
         }
@@ -98,9 +94,10 @@ fn zip_into<T: Element, U: Element, V: Element>(
 ) {
     if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
         if parallel(out.len()) {
-            out.par_chunks_mut(CHUNK)
-                .zip(xs.par_chunks(CHUNK).zip(ys.par_chunks(CHUNK)))
-                .for_each(|(o, (a, b))| zip_slices(o, a, b, f));
+            super::for_each_chunk_mut(out, CHUNK, |k, o| {
+                let at = k * CHUNK..k * CHUNK + o.len();
+                zip_slices(o, &xs[at.clone()], &ys[at], f);
+            });
         } else {
             zip_slices(out, xs, ys, f);
         }
@@ -135,9 +132,7 @@ fn zip_into<T: Element, U: Element, V: Element>(
 /// Runs `chunk(start, out_chunk)` over `out` in [`CHUNK`]s, in parallel above the threshold.
 fn run_chunks<V: Element>(out: &mut [V], chunk: impl Fn(usize, &mut [V]) + Sync) {
     if parallel(out.len()) {
-        out.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, o)| chunk(c * CHUNK, o));
+        super::for_each_chunk_mut(out, CHUNK, |c, o| chunk(c * CHUNK, o));
     } else {
         for (c, o) in out.chunks_mut(CHUNK).enumerate() {
             chunk(c * CHUNK, o);

@@ -22,6 +22,7 @@ mod matrix;
 mod output;
 mod parallel;
 mod reduce;
+mod team;
 
 pub use crate::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_pair, Elements, Run};
@@ -31,3 +32,4 @@ pub(crate) use output::fresh_overwritten;
 pub use output::{fresh, fresh_like};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
+pub use team::{for_each_chunk_mut, for_each_task, join};

@@ -266,7 +266,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         // after the other each split across all (small GEMMs split poorly).
         let threads = kernel::threads();
         let (gx, gw) = if threads > 1 && needs.input(0) && needs.input(1) {
-            let (gx, gw) = rayon::join(|| gx(threads / 2), || gw(threads - threads / 2));
+            let (gx, gw) = kernel::join(|| gx(threads / 2), || gw(threads - threads / 2));
             (gx?, gw?)
         } else {
             (gx(threads)?, gw(threads)?)

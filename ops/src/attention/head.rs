@@ -3,10 +3,9 @@
 //! across threads.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
-use rayon::prelude::*;
 
 use super::geometry::Dims;
 use super::tile::BLOCK;
@@ -289,10 +288,24 @@ pub(super) fn for_each_head<T: Send>(
     f: impl Fn(T, &mut Scratch) -> Result<()> + Sync,
 ) -> Result<()> {
     if items.len() > 1 && kernel::threads() > 1 && g.work() >= kernel::PARALLEL_THRESHOLD {
-        items
-            .into_par_iter()
-            .with_max_len(1)
-            .try_for_each(|item| with_scratch(|s| f(item, s)))
+        let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+        let failure: Mutex<Option<autograd_core::Error>> = Mutex::new(None);
+        kernel::for_each_task(items.len(), |i| {
+            let item = items[i]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(Err(e)) = item.map(|item| with_scratch(|s| f(item, s))) {
+                failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert(e);
+            }
+        });
+        match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     } else {
         with_scratch(|s| items.into_iter().try_for_each(|item| f(item, s)))
     }

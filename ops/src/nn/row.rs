@@ -5,7 +5,6 @@
 
 use autograd_core::kernel::{self, Elements};
 use autograd_core::{ensure, Element, Layout, Result, Tensor};
-use rayon::prelude::*;
 
 /// Elements a parallel task handles at least (as the kernel layer's chunks).
 const TASK: usize = 1 << 13;
@@ -151,9 +150,9 @@ pub(crate) fn write_rows<V: Element, S: Default + Send>(
             }
         };
         if parallel(out.len()) {
-            out.par_chunks_mut(block)
-                .zip(tmp.par_chunks(block))
-                .for_each(transpose);
+            kernel::for_each_chunk_mut(out, block, |k, o| {
+                transpose((o, &tmp[k * block..(k + 1) * block]));
+            });
         } else {
             out.chunks_mut(block)
                 .zip(tmp.chunks(block))
@@ -170,10 +169,14 @@ fn each_row<V: Element, S: Default + Send>(
     f: &(impl Fn(usize, &mut S, &mut [V]) + Sync),
 ) {
     if parallel(out.len()) {
-        out.par_chunks_mut(n)
-            .enumerate()
-            .with_min_len((TASK / n).max(1))
-            .for_each_init(S::default, |s, (k, o)| f(k, s, o));
+        // a task takes whole rows, at least TASK elements of them
+        let rows = (TASK / n).max(1);
+        kernel::for_each_chunk_mut(out, rows * n, |t, block| {
+            let mut s = S::default();
+            for (j, o) in block.chunks_mut(n).enumerate() {
+                f(t * rows + j, &mut s, o);
+            }
+        });
     } else {
         let mut s = S::default();
         for (k, o) in out.chunks_mut(n).enumerate() {
@@ -190,10 +193,25 @@ pub(crate) fn per_row<R: Send, S: Default + Send>(
 ) -> Vec<R> {
     let count = rows.count();
     if parallel(count * rows.n) {
-        (0..count)
-            .into_par_iter()
-            .with_min_len((TASK / rows.n.max(1)).max(1))
-            .map_init(S::default, |s, k| f(k, s))
+        let per = (TASK / rows.n.max(1)).max(1);
+        let parts: Vec<std::sync::Mutex<Vec<R>>> = (0..count.div_ceil(per))
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        kernel::for_each_task(parts.len(), |t| {
+            let mut s = S::default();
+            let part: Vec<R> = (t * per..((t + 1) * per).min(count))
+                .map(|k| f(k, &mut s))
+                .collect();
+            *parts[t]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = part;
+        });
+        parts
+            .into_iter()
+            .flat_map(|p| {
+                p.into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            })
             .collect()
     } else {
         let mut s = S::default();
@@ -248,16 +266,24 @@ pub(crate) fn column_sums<S: Default + Send>(
     };
     if parallel(count * rows.n) {
         let tasks = count.div_ceil(per_task);
-        (0..tasks)
-            .into_par_iter()
-            .map(|t| range(t * per_task, ((t + 1) * per_task).min(count)))
-            .reduce(
-                || vec![0.0f64; width],
-                |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                    a
-                },
-            )
+        let partial: Vec<std::sync::Mutex<Vec<f64>>> = (0..tasks)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        kernel::for_each_task(tasks, |t| {
+            let sums = range(t * per_task, ((t + 1) * per_task).min(count));
+            *partial[t]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = sums;
+        });
+        // added in task order, so the result does not depend on which thread ran what
+        let mut total = vec![0.0f64; width];
+        for p in partial {
+            let p = p
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            total.iter_mut().zip(&p).for_each(|(x, y)| *x += y);
+        }
+        total
     } else {
         range(0, count)
     }

@@ -44,7 +44,7 @@ impl<'a, const K: usize> Slots<'a, K> {
         let n = self.param.len();
         if n >= 2 * kernel::PARALLEL_THRESHOLD && kernel::threads() > 1 {
             let (a, b) = self.split_at(n / 2);
-            rayon::join(|| a.run(f), || b.run(f));
+            kernel::join(|| a.run(f), || b.run(f));
             return;
         }
         // Every slice cut to `n`, so the index checks below fold away.

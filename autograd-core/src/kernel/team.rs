@@ -1,0 +1,331 @@
+//! The kernels' threads: a team of helpers that stay awake between parallel loops.
+//!
+//! A training step of a small model runs hundreds of parallel loops of a few hundred
+//! microseconds each, with serial work between them. A helper that goes to sleep after each
+//! loop (as rayon's workers do) must be woken for the next, and on a virtual machine that
+//! takes as long as the loop itself, so the second thread rarely helps. The team's helpers
+//! spin for a while after a loop before they park, as OpenMP's do, so the next loop finds
+//! them running.
+//!
+//! One loop runs at a time: a loop started while the team is busy (from another thread, or
+//! nested inside a task) runs on its caller alone.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long an idle helper spins before it parks.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// A loop's body with its lifetime erased: valid while its loop runs (see [`Team::run`]).
+type Body = &'static (dyn Fn(usize) + Sync);
+
+struct Shared {
+    /// The loop being run and its number of tasks, while one runs.
+    job: Option<(Body, usize)>,
+    /// Helpers parked on the condition variable.
+    parked: usize,
+}
+
+struct Team {
+    /// Helper threads running.
+    helpers: AtomicUsize,
+    shared: Mutex<Shared>,
+    wake: Condvar,
+    /// Bumped when a loop starts (what spinning helpers watch).
+    generation: AtomicU64,
+    /// The current loop's generation (high 32 bits) and next unclaimed task (low 32 bits):
+    /// claiming through one word keeps a late helper from claiming a task of a later loop.
+    claim: AtomicU64,
+    /// Tasks of the current loop that finished.
+    done: AtomicUsize,
+    /// Whether a task of the current loop panicked.
+    panicked: AtomicBool,
+    /// Held by the thread running a loop.
+    busy: Mutex<()>,
+}
+
+thread_local! {
+    /// Whether this thread is running a task (a loop started inside one runs serially).
+    static IN_TASK: Cell<bool> = const { Cell::new(false) };
+}
+
+fn team() -> &'static Team {
+    static TEAM: OnceLock<&'static Team> = OnceLock::new();
+    TEAM.get_or_init(|| {
+        let team: &'static Team = Box::leak(Box::new(Team {
+            helpers: AtomicUsize::new(0),
+            shared: Mutex::new(Shared {
+                job: None,
+                parked: 0,
+            }),
+            wake: Condvar::new(),
+            generation: AtomicU64::new(0),
+            claim: AtomicU64::new(0),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            busy: Mutex::new(()),
+        }));
+        for i in 0..super::threads().saturating_sub(1) {
+            let spawned = std::thread::Builder::new()
+                .name(format!("autograd-kernel-{i}"))
+                .spawn(move || team.help());
+            // a thread the system refuses is one helper fewer; loops still complete
+            if spawned.is_ok() {
+                team.helpers.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        team
+    })
+}
+
+impl Team {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Claims and runs tasks of loop `generation` until none is left.
+    fn work(&self, generation: u64, body: &(dyn Fn(usize) + Sync), tasks: usize) {
+        loop {
+            let current = self.claim.load(Ordering::Acquire);
+            if current >> 32 != generation & 0xffff_ffff {
+                return;
+            }
+            let index = (current & 0xffff_ffff) as usize;
+            if index >= tasks {
+                return;
+            }
+            if self
+                .claim
+                .compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            let previous = IN_TASK.with(|t| t.replace(true));
+            if catch_unwind(AssertUnwindSafe(|| body(index))).is_err() {
+                self.panicked.store(true, Ordering::Release);
+            }
+            IN_TASK.with(|t| t.set(previous));
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A helper's life: wait for a loop (spinning, then parked), help with it, repeat.
+    fn help(&self) {
+        let mut seen = 0u64;
+        loop {
+            let started = Instant::now();
+            let mut spins = 0u32;
+            while self.generation.load(Ordering::Acquire) == seen {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 256 == 0 && started.elapsed() > SPIN {
+                    let mut shared = self.lock();
+                    shared.parked += 1;
+                    while self.generation.load(Ordering::Acquire) == seen {
+                        shared = self
+                            .wake
+                            .wait(shared)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                    shared.parked -= 1;
+                    break;
+                }
+            }
+            let (generation, job) = {
+                let shared = self.lock();
+                (self.generation.load(Ordering::Acquire), shared.job)
+            };
+            seen = generation;
+            if let Some((body, tasks)) = job {
+                self.work(generation, body, tasks);
+            }
+        }
+    }
+
+    /// Runs `body(i)` for every `i < tasks` with the helpers; returns once all ran.
+    fn run(&self, tasks: usize, body: &(dyn Fn(usize) + Sync)) {
+        let Ok(_busy) = self.busy.try_lock() else {
+            (0..tasks).for_each(body);
+            return;
+        };
+        // SAFETY: the erased reference is used only by `work` for a task claimed in this
+        // loop's generation, and this function returns only after every task of the loop has
+        // finished (`done == tasks`, also when a task panicked); after that no task of this
+        // generation can be claimed, and the job is cleared before the next loop starts.
+        let erased: Body = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Body>(body) };
+        let generation = {
+            let mut shared = self.lock();
+            let generation = self.generation.load(Ordering::Acquire) + 1;
+            self.done.store(0, Ordering::Release);
+            self.panicked.store(false, Ordering::Release);
+            self.claim
+                .store((generation & 0xffff_ffff) << 32, Ordering::Release);
+            shared.job = Some((erased, tasks));
+            self.generation.store(generation, Ordering::Release);
+            if shared.parked > 0 {
+                self.wake.notify_all();
+            }
+            generation
+        };
+        self.work(generation, body, tasks);
+        while self.done.load(Ordering::Acquire) < tasks {
+            std::hint::spin_loop();
+        }
+        self.lock().job = None;
+        if self.panicked.load(Ordering::Acquire) {
+            resume_unwind(Box::new("a kernel task panicked"));
+        }
+    }
+}
+
+/// Runs `f(i)` for every `i < tasks`, spread over the kernel threads ([`super::threads`]),
+/// and returns once every call returned. Serial when there is one task or one thread, or
+/// when called from inside a task or while another loop runs.
+pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
+    if tasks <= 1 || super::threads() <= 1 || IN_TASK.with(Cell::get) {
+        (0..tasks).for_each(f);
+        return;
+    }
+    let team = team();
+    if team.helpers.load(Ordering::Relaxed) == 0 || u32::try_from(tasks).is_err() {
+        (0..tasks).for_each(f);
+        return;
+    }
+    team.run(tasks, &f);
+}
+
+/// `f(k, chunk)` for the consecutive chunks of `out` of `size` elements (the last may be
+/// shorter), chunk `k` starting at element `k * size`, spread like [`for_each_task`].
+pub fn for_each_chunk_mut<T: Send>(out: &mut [T], size: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let size = size.max(1);
+    let (len, tasks) = (out.len(), out.len().div_ceil(size));
+    let base = Base(out.as_mut_ptr());
+    for_each_task(tasks, |k| {
+        let start = k * size;
+        let n = size.min(len - start);
+        // SAFETY: `base` points at `len` elements borrowed mutably for this call; the chunks
+        // `k * size..k * size + n` of distinct tasks are disjoint and inside them, and every
+        // task ends before this function returns.
+        let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start), n) };
+        f(k, chunk);
+    });
+}
+
+/// A base pointer shared by the tasks of one loop, each of which touches its own elements.
+struct Base<T>(*mut T);
+
+impl<T> Base<T> {
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
+// SAFETY: tasks reach disjoint elements through it (see `for_each_chunk_mut`), and the
+// elements themselves are `Send`.
+unsafe impl<T: Send> Sync for Base<T> {}
+
+/// `(a(), b())`, the two run side by side on the kernel threads when there are several.
+pub fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    let (a, b) = (Slot::new(Some(a)), Slot::new(Some(b)));
+    let (ra, rb) = (Slot::new(None), Slot::new(None));
+    for_each_task(2, |k| {
+        if k == 0 {
+            if let Some(a) = a.take() {
+                ra.put(a());
+            }
+        } else if let Some(b) = b.take() {
+            rb.put(b());
+        }
+    });
+    match (ra.into_inner(), rb.into_inner()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => unreachable!("for_each_task runs every task before it returns"),
+    }
+}
+
+/// A value handed between the tasks of one loop.
+struct Slot<T>(Mutex<Option<T>>);
+
+impl<T> Slot<T> {
+    fn new(v: Option<T>) -> Slot<T> {
+        Slot(Mutex::new(v))
+    }
+    fn take(&self) -> Option<T> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+    fn put(&self, v: T) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
+    }
+    fn into_inner(self) -> Option<T> {
+        self.0.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_runs_once_and_chunks_cover_the_slice() {
+        for tasks in [0, 1, 2, 3, 17, 1000] {
+            let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+            for_each_task(tasks, |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+        let mut v = vec![0usize; 1001];
+        for_each_chunk_mut(&mut v, 64, |k, c| {
+            for (j, x) in c.iter_mut().enumerate() {
+                *x = k * 64 + j;
+            }
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| i == x));
+        assert_eq!(join(|| 2 + 2, || "four"), (4, "four"));
+    }
+
+    #[test]
+    fn loops_from_several_threads_and_nested_loops_all_complete() {
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        for_each_task(8, |_| {
+                            for_each_task(3, |_| {
+                                total.fetch_add(1, Ordering::Relaxed);
+                            });
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 4 * 50 * 8 * 3);
+    }
+
+    #[test]
+    fn a_panicking_task_panics_the_caller_after_the_loop() {
+        let ran = AtomicUsize::new(0);
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            for_each_task(16, |i| {
+                ran.fetch_add(1, Ordering::Relaxed);
+                assert!(i != 5, "task 5 fails");
+            });
+        }));
+        assert!(outcome.is_err());
+        assert_eq!(ran.load(Ordering::Relaxed), 16);
+        // the team still works afterwards
+        let again = AtomicUsize::new(0);
+        for_each_task(4, |_| {
+            again.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(again.load(Ordering::Relaxed), 4);
+    }
+}
