@@ -256,33 +256,53 @@ fn kernel(
     let a_ptr = a[ga.offset..].as_ptr();
     let b_ptr = b[gb.offset..].as_ptr();
     let c_ptr = c[gc.offset..].as_mut_ptr();
-    // Small inner dimensions (a transformer's projections) split poorly inside the kernel:
-    // there each thread takes a band of C's rows and runs the sequential kernel on it.
-    let bands = if threads > 1 && ga.cols <= BANDED_MAX_K {
-        threads.min(ga.rows / BAND_MIN_ROWS)
+    // Several threads take a band each: of C's rows (A's rows with them), or of C's columns
+    // (B's columns) when C is wide and short. Inside the kernel, small products split poorly,
+    // and its rayon workers sleep between products.
+    let by_rows = ga.rows >= gb.cols;
+    let long = if by_rows { ga.rows } else { gb.cols };
+    let bands = if threads > 1 {
+        threads.min(long / BAND_MIN)
     } else {
         1
     };
     if bands > 1 {
-        let per = ga.rows.div_ceil(bands);
-        // Addresses cross threads as integers; each band reads A's rows `r0..r1` and all of B
-        // and writes C's rows `r0..r1`.
+        let per = long.div_ceil(bands);
+        // Addresses cross threads as integers; a band reads its part of A (rows) or B
+        // (columns) and all of the other, and writes its part of C.
         let (a_at, b_at, c_at) = (a_ptr as usize, b_ptr as usize, c_ptr as usize);
         crate::kernel::for_each_task(bands, |band| {
-            let r0 = band * per;
-            let rows = per.min(ga.rows - r0);
-            let (band_a, band_c) = (Geometry { rows, ..ga }, Geometry { rows, ..gc });
-            // SAFETY: as below, for the sub-matrices of rows `r0..r0 + rows` (`r0 < rows of
-            // A`): their base elements `A[r0, 0]` and `C[r0, 0]` lie inside the checked
-            // operands (row strides are non-negative and at most the slice lengths), and the
-            // bands' rows of C are disjoint, so no two threads write one slot.
+            let first = band * per;
+            let len = per.min(long - first);
+            let (mut band_a, mut band_b, mut band_c) = (ga, gb, gc);
+            let (a_shift, b_shift, c_shift) = if by_rows {
+                band_a.rows = len;
+                band_c.rows = len;
+                (
+                    first * ga.row_stride as usize,
+                    0,
+                    first * gc.row_stride as usize,
+                )
+            } else {
+                band_b.cols = len;
+                band_c.cols = len;
+                (
+                    0,
+                    first * gb.col_stride as usize,
+                    first * gc.col_stride as usize,
+                )
+            };
+            // SAFETY: as below, for the sub-matrices of rows (or columns) `first..first + len`
+            // (`first` below the extent): their base elements lie inside the checked operands
+            // (strides are non-negative and the shifted element is one the full operand
+            // addresses), and the bands of C are disjoint, so no two threads write one slot.
             unsafe {
                 call(
-                    (a_at as *const f32).add(r0 * ga.row_stride as usize),
+                    (a_at as *const f32).add(a_shift),
                     band_a,
-                    b_at as *const f32,
-                    gb,
-                    (c_at as *mut f32).add(r0 * gc.row_stride as usize),
+                    (b_at as *const f32).add(b_shift),
+                    band_b,
+                    (c_at as *mut f32).add(c_shift),
                     band_c,
                     accumulate,
                     gemm::Parallelism::None,
@@ -291,11 +311,8 @@ fn kernel(
         });
         return;
     }
-    let parallelism = if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
+    // Narrow and short (both sides under two bands): one thread.
+    let parallelism = gemm::Parallelism::None;
     // SAFETY: `gemm::gemm` reads `A[i, p]` at `a_ptr + i*row_stride + p*col_stride` for `i < m`,
     // `p < k` (B likewise, `k x n`) and reads (when accumulating) and writes `C[i, j]` for
     // `i < m`, `j < n`. Before this call `gemm_f32` established:
@@ -315,10 +332,8 @@ fn kernel(
     }
 }
 
-/// Inner dimensions up to this run as bands of rows on several threads.
-const BANDED_MAX_K: usize = 256;
-/// Rows a band has at least.
-const BAND_MIN_ROWS: usize = 64;
+/// Rows (or columns) a band of a product split across threads has at least.
+const BAND_MIN: usize = 32;
 
 /// The `gemm` crate's kernel on raw operands.
 ///

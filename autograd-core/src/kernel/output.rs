@@ -28,8 +28,9 @@ pub(crate) enum Init {
     Overwritten,
 }
 
-/// [`fresh`] for a kernel that writes every element (a map, a matrix product).
-pub(crate) fn fresh_overwritten<T: Element>(
+/// [`fresh`] for a kernel that writes every element (a map, a matrix product): the buffer `f`
+/// gets may hold stale values (a reused one is not zeroed first), which it must overwrite.
+pub fn fresh_overwritten<T: Element>(
     like: &Tensor,
     layout: Arc<Layout>,
     f: impl FnOnce(&mut [T]) -> Result<()>,

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::access::read;
 use super::output::fresh;
 use super::parallel::parallel;
@@ -76,9 +74,13 @@ pub fn reduce<T: Element, A, U: Element>(
                 acc.map(|s| finish(s, r))
             };
             if parallel(out.len().saturating_mul(r.max(1))) && out.len() > 1 {
-                out.par_iter_mut().enumerate().for_each(|(k, o)| {
-                    if let Some(v) = one(k) {
-                        *o = v;
+                // tasks of whole outputs, about CHUNK elements read each
+                let per = (super::parallel::CHUNK / r.max(1)).max(1);
+                super::for_each_chunk_mut(out, per, |t, block| {
+                    for (j, o) in block.iter_mut().enumerate() {
+                        if let Some(v) = one(t * per + j) {
+                            *o = v;
+                        }
                     }
                 });
             } else {
@@ -119,9 +121,13 @@ pub fn map_rows<T: Element, U: Element>(
                 }
             };
             if parallel(out.len()) {
-                out.par_chunks_mut(n)
-                    .enumerate()
-                    .for_each_init(Vec::new, |buf, (k, o)| row(k, o, buf));
+                let rows = (super::parallel::CHUNK / n).max(1);
+                super::for_each_chunk_mut(out, rows * n, |t, block| {
+                    let mut buf = Vec::new();
+                    for (j, o) in block.chunks_mut(n).enumerate() {
+                        row(t * rows + j, o, &mut buf);
+                    }
+                });
             } else {
                 let mut buf = Vec::new();
                 for (k, o) in out.chunks_mut(n).enumerate() {
@@ -147,10 +153,15 @@ pub fn map_rows<T: Element, U: Element>(
 /// ```
 pub fn sum_f32(a: &Tensor) -> Result<f64> {
     read::<f32, _>(a, |x| match x.as_slice() {
-        Some(s) if parallel(s.len()) => s
-            .par_chunks(super::parallel::CHUNK)
-            .map(block_sum)
-            .sum::<f64>(),
+        Some(s) if parallel(s.len()) => {
+            // block sums added in block order: the result does not depend on the threads
+            let chunk = super::parallel::CHUNK;
+            let mut sums = vec![0.0f64; s.len().div_ceil(chunk)];
+            super::for_each_chunk_mut(&mut sums, 1, |k, sum| {
+                sum[0] = block_sum(&s[k * chunk..((k + 1) * chunk).min(s.len())]);
+            });
+            sums.iter().sum::<f64>()
+        }
         Some(s) => block_sum(s),
         None => {
             let data = x.data();

@@ -190,8 +190,9 @@ pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) {
     buf.resize(len, 0.0);
 }
 
-/// Two fresh zeroed compact row-major Float32 results of extents `a` and `b` in `like`'s
-/// carrier class (large ones from the kernel layer's buffer pool), written by `f`.
+/// Two fresh compact row-major Float32 results of extents `a` and `b` in `like`'s carrier
+/// class (large ones from the kernel layer's buffer pool, not zeroed), every element of which
+/// `f` writes.
 pub(super) fn results2(
     like: &Tensor,
     a: &[usize],
@@ -199,9 +200,9 @@ pub(super) fn results2(
     f: impl FnOnce(&mut [f32], &mut [f32]) -> Result<()>,
 ) -> Result<(Tensor, Tensor)> {
     let mut second = None;
-    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(a)?), |x| {
+    let first = kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(a)?), |x| {
         let layout = Arc::new(Layout::row_major(b)?);
-        second = Some(kernel::fresh::<f32>(like, layout, |y| f(x, y))?);
+        second = Some(kernel::fresh_overwritten::<f32>(like, layout, |y| f(x, y))?);
         Ok(())
     })?;
     match second {
@@ -217,7 +218,7 @@ pub(super) fn results3(
     f: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let mut rest = None;
-    let first = kernel::fresh::<f32>(like, Arc::new(Layout::row_major(dims)?), |x| {
+    let first = kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(dims)?), |x| {
         rest = Some(results2(like, dims, dims, |y, z| f(x, y, z))?);
         Ok(())
     })?;

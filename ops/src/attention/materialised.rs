@@ -200,6 +200,8 @@ fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scrat
             let gr = i * BLOCK + r;
             o[gr * d..(gr + 1) * d].copy_from_slice(&s.acc_q[r * d..(r + 1) * d]);
             p[gr * t..=gr * t + gr].copy_from_slice(&s.panel[r * tp..=r * tp + gr]);
+            // the keys after the query: masked out (the result buffer is not zeroed)
+            p[gr * t + gr + 1..(gr + 1) * t].fill(0.0);
         }
     }
 }
