@@ -385,6 +385,11 @@ impl Tensor {
                     let mut data = crate::pool::overwritable(xs.len())?;
                     data.copy_from_slice(xs);
                     data
+                } else if layout.cosize() == layout.size() {
+                    // a permutation of the storage (a transposed view): every slot is written
+                    let mut data = crate::pool::overwritable(layout.cosize())?;
+                    scatter_runs(xs, &layout, &mut data);
+                    data
                 } else {
                     let mut data = crate::pool::zeroed(layout.cosize())?;
                     scatter_runs(xs, &layout, &mut data);

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use autograd_core::{checkpoint, ensure, shape, Result, Rng, Tensor};
 use autograd_ops::{
-    add, cross_entropy, flash_causal_attention, gelu_tanh, permute, reshape, CrossEntropyOptions,
-    Embedding, LayerNorm, Linear,
+    add, cross_entropy, flash_causal_attention, gelu_tanh, linear, permute, reshape,
+    CrossEntropyOptions, Embedding, LayerNorm, Linear,
 };
 
 /// The model's sizes.
@@ -71,18 +71,21 @@ impl Block {
             unreachable!("the model passes [B, T, C]")
         };
         let h = self.heads;
-        // [B, T, 3C] -> [3, B, H, T, C/H]: q, k and v are strided views of one product, unbound
-        // on one node so that their gradients land in one buffer
-        let qkv = permute(
-            &reshape(
-                &self.qkv.forward(&self.ln1.forward(x)?)?,
-                &[b, t, 3, h, c / h],
-            )?,
-            &[2, 0, 3, 1, 4],
-        )?;
-        let [q, k, v] = <[Tensor; 3]>::try_from(qkv.unbind(0)?)
-            .map_err(|_| autograd_core::Error::Runtime("qkv has three parts".into()))?;
-        let context = flash_causal_attention(&q, &k, &v, None)?;
+        let normed = self.ln1.forward(x)?;
+        // q, k and v from the three row blocks of the one projection (the same parameters and
+        // function as one product split afterwards), each [B, T, C] viewed as [B, H, T, C/H]:
+        // every head a view without holes, so their gradients need no zero-filled buffers
+        let project = |part: usize| -> Result<Tensor> {
+            let w = self.qkv.weight().narrow(0, part * c, c)?;
+            let bias = self
+                .qkv
+                .bias()
+                .map(|b| b.narrow(0, part * c, c))
+                .transpose()?;
+            let y = linear(&normed, &w, bias.as_ref())?;
+            permute(&reshape(&y, &[b, t, h, c / h])?, &[0, 2, 1, 3])
+        };
+        let context = flash_causal_attention(&project(0)?, &project(1)?, &project(2)?, None)?;
         let context = reshape(&permute(&context, &[0, 2, 1, 3])?, &[b, t, c])?;
         let x = add(x, &self.proj.forward(&context)?)?;
         let hidden = gelu_tanh(&self.up.forward(&self.ln2.forward(&x)?)?)?;
