@@ -174,7 +174,7 @@ impl Geometry {
 /// swapped strides, with no copy. Stride-0 (broadcast) and overlapping inputs are fine.
 ///
 /// `threads` is the number of threads the kernel may use (0 and 1 both mean sequential); the
-/// parallel kernel runs on rayon's global pool. Zero-size dimensions are fine: with `k == 0` the
+/// products split in bands across the kernel team ([`crate::kernel::for_each_task`]). Zero-size dimensions are fine: with `k == 0` the
 /// product is zero, so `C` is zeroed (or left as is when accumulating).
 ///
 /// Errors ([`crate::Error::Value`]): inner or outer dimensions that do not match, an operand
@@ -257,8 +257,8 @@ fn kernel(
     let b_ptr = b[gb.offset..].as_ptr();
     let c_ptr = c[gc.offset..].as_mut_ptr();
     // Several threads take a band each: of C's rows (A's rows with them), or of C's columns
-    // (B's columns) when C is wide and short. Inside the kernel, small products split poorly,
-    // and its rayon workers sleep between products.
+    // (B's columns) when C is wide and short. (Inside the `gemm` crate, small products split
+    // poorly, and its rayon workers sleep between products.)
     let by_rows = ga.rows >= gb.cols;
     let long = if by_rows { ga.rows } else { gb.cols };
     let bands = if threads > 1 {

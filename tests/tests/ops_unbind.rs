@@ -84,8 +84,8 @@ fn an_unreached_slice_gets_zero_gradient() {
 fn unbind_passes_gradcheck_on_strided_inputs() {
     let dims = [3, 4, 2];
     let x = strided(&noise(24, 3), &dims);
-    for dim in 0..3 {
-        let all: Vec<usize> = (0..dims[dim]).collect();
+    for (dim, &extent) in dims.iter().enumerate() {
+        let all: Vec<usize> = (0..extent).collect();
         let report = gradcheck(
             |v| weighted(&unbind(&v[0], dim)?, &all),
             std::slice::from_ref(&x),

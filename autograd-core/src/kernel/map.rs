@@ -176,6 +176,7 @@ fn zip_runs<D: Element, U: Element, V: Element>(
 /// `out[i] = f(xs[i])`, compiled for AVX2 and FMA when the running CPU has them (see
 /// [`simd!`](crate::simd)): transcendental maps such as `tanh` and GELU are compute-bound.
 fn map_slice<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> U) {
+    #[allow(clippy::inline_always)] // `simd!` needs the loop inlined into each copy
     #[inline(always)]
     fn body<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> U) {
         out.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
@@ -190,6 +191,7 @@ fn zip_slices<T: Element, U: Element, V: Element>(
     ys: &[U],
     f: &impl Fn(T, U) -> V,
 ) {
+    #[allow(clippy::inline_always)] // `simd!` needs the loop inlined into each copy
     #[inline(always)]
     fn body<T: Element, U: Element, V: Element>(
         out: &mut [V],

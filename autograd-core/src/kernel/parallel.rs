@@ -7,7 +7,8 @@ pub const PARALLEL_THRESHOLD: usize = 1 << 15;
 /// The elements one parallel task handles.
 pub(crate) const CHUNK: usize = 1 << 13;
 
-/// The threads kernels use: rayon's global pool, sized by `RAYON_NUM_THREADS` (default: every
+/// The threads kernels use (the caller and the kernel team's helpers): as many as rayon's global
+/// pool has, sized by `RAYON_NUM_THREADS` (default: every
 /// core).
 pub fn threads() -> usize {
     rayon::current_num_threads()

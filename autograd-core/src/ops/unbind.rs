@@ -55,7 +55,7 @@ struct Unbind {
 }
 
 impl Operation for Unbind {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "unbind"
     }
 

@@ -22,7 +22,7 @@ use super::tile::{self, Coef, Madd, Tri, BLOCK};
 /// and one logsumexp per row, `O(B·H·T·D)` bytes, and backward recomputes the probabilities
 /// block by block. Values and gradients agree with [`causal_attention`](super::causal_attention)
 /// to about 1e-5. q, k and v must share one shape (`Error::Value`) and be Float32
-/// (`Error::Type`); they may be strided views. Heads run in parallel on rayon's pool above a
+/// (`Error::Type`); they may be strided views. Heads run in parallel on the kernel threads above a
 /// size threshold.
 ///
 /// ```

@@ -280,7 +280,7 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     r
 }
 
-/// Runs `f` on every item (one per head) with a scratch of its thread: across rayon's threads
+/// Runs `f` on every item (one per head) with a scratch of its thread: across the kernel threads
 /// (`kernel::threads()`, sized by `RAYON_NUM_THREADS`) when the work is large enough to pay for
 /// the split, else in order on the calling thread.
 pub(super) fn for_each_head<T: Send>(

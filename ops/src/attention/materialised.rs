@@ -23,7 +23,7 @@ use super::tile::{self, Coef, Madd, Tri, BLOCK};
 /// penalty, say) flows back to q and k. The graph keeps the probabilities, `B·H·T²` floats;
 /// [`flash_causal_attention`](super::flash_causal_attention) keeps `O(B·H·T)` instead. q, k and
 /// v must share one shape (`Error::Value`) and be Float32 (`Error::Type`); they may be strided
-/// views. Heads run in parallel on rayon's pool above a size threshold.
+/// views. Heads run in parallel on the kernel threads above a size threshold.
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};

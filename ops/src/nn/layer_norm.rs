@@ -2,6 +2,9 @@
 //! as PyTorch's `layer_norm`. The forward pass keeps each row's mean and reciprocal standard
 //! deviation as residuals, so the VJP reads them instead of recomputing them.
 
+// The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
+#![allow(clippy::inline_always)]
+
 use std::sync::Arc;
 
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};

@@ -3,6 +3,9 @@
 //! sliced, broadcast) through the kernel layer and written into a compact row-major result,
 //! rows split across threads above the kernel layer's threshold.
 
+// The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
+#![allow(clippy::inline_always)]
+
 use autograd_core::kernel::{self, Elements};
 use autograd_core::{ensure, Element, Layout, Result, Tensor};
 
