@@ -56,7 +56,10 @@ pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
 pub(crate) fn update_f32(dst: &mut [f32], src: &[f32], f: impl Fn(&mut f32, f32) + Sync) {
     let body = |d: &mut [f32], s: &[f32]| d.iter_mut().zip(s).for_each(|(d, &x)| f(d, x));
     if parallel(dst.len()) {
-        super::for_each_chunk_mut(dst, CHUNK, |k, d| body(d, &src[k * CHUNK..]));
+        // a chunk past the end of a shorter `src` gets nothing, as a plain zip would
+        super::for_each_chunk_mut(dst, CHUNK, |k, d| {
+            body(d, src.get(k * CHUNK..).unwrap_or_default());
+        });
     } else {
         body(dst, src);
     }
@@ -204,4 +207,19 @@ fn zip_slices<T: Element, U: Element, V: Element>(
             .for_each(|(o, (&p, &q))| *o = f(p, q));
     }
     crate::simd!(body(out, xs, ys, f));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_f32_is_bounded_by_the_shorter_slice_in_parallel_too() {
+        let n = 4 * super::super::PARALLEL_THRESHOLD;
+        let mut dst = vec![1.0f32; n];
+        let src = vec![2.0f32; n / 2 + 3];
+        update_f32(&mut dst, &src, |d, x| *d += x);
+        assert!(dst[..src.len()].iter().all(|&x| x == 3.0));
+        assert!(dst[src.len()..].iter().all(|&x| x == 1.0));
+    }
 }
