@@ -150,7 +150,7 @@ pub fn layer_norm(
     check(x, normalized_shape, weight, bias, eps)?;
     let rows = Rows::trailing(&x.dims(), normalized_shape.len());
     let n = rows.n;
-    // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row in f64
+    // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row
     let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
         Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
             simd!(row_statistics(row(&e, k, n, buf), eps))
