@@ -21,10 +21,36 @@ pub(crate) fn place(
     let data = if is_dense(&layout) {
         values
     } else {
-        let mut data = crate::pool::zeroed(layout.cosize())?;
-        scatter_runs(&values, &layout, &mut data);
-        data
+        laid_out(&values, &layout)?
     };
+    wrap(data, layout, class)
+}
+
+/// `values` (logical order) written into a fresh buffer for `layout` ([`buffer_for`]).
+fn laid_out(values: &[f32], layout: &Layout) -> Result<Vec<f32>> {
+    let mut data = buffer_for(layout, true)?;
+    if is_dense(layout) {
+        data.copy_from_slice(values);
+    } else {
+        scatter_runs(values, layout, &mut data);
+    }
+    Ok(data)
+}
+
+/// A pooled buffer of `layout`'s cosize: zeros, except that when the caller writes every
+/// position (`written`) of a compact layout (so every slot) the pool's stale values are left
+/// for it.
+fn buffer_for(layout: &Layout, written: bool) -> Result<Vec<f32>> {
+    let n = layout.cosize();
+    if written && layout.is_compact() {
+        crate::pool::overwritable(n)
+    } else {
+        crate::pool::zeroed(n)
+    }
+}
+
+/// `data` as a Float32 tensor of `layout` in fresh storage of `class`'s implementation class.
+fn wrap(data: Vec<f32>, layout: Arc<Layout>, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     let carrier = class.fresh(Buffer::F32(data))?;
     Ok(Tensor::from_carrier_unchecked(
         carrier,
@@ -293,33 +319,15 @@ impl Tensor {
 
     /// Zeros laid out as [`Tensor::f32_like`] lays out values, with no pass over them.
     pub(crate) fn f32_zeros_like(&self) -> Result<Tensor> {
-        self.f32_buffer_like(|n, _| crate::pool::zeroed(n))
+        let layout = self.gradient_layout()?;
+        wrap(buffer_for(&layout, false)?, layout, self.part_carrier(0))
     }
 
     /// [`Tensor::f32_zeros_like`] for a caller that writes every logical position: the
     /// positions may hold stale values until then (holes between them stay zero).
     pub(crate) fn f32_overwritable_like(&self) -> Result<Tensor> {
-        self.f32_buffer_like(|n, dense| {
-            if dense {
-                crate::pool::overwritable(n)
-            } else {
-                crate::pool::zeroed(n)
-            }
-        })
-    }
-
-    fn f32_buffer_like(
-        &self,
-        buffer: impl FnOnce(usize, bool) -> Result<Vec<f32>>,
-    ) -> Result<Tensor> {
         let layout = self.gradient_layout()?;
-        let data = buffer(layout.cosize(), layout.cosize() == layout.size())?;
-        let carrier = self.part_carrier(0).fresh(Buffer::F32(data))?;
-        Ok(Tensor::from_carrier_unchecked(
-            carrier,
-            layout,
-            DType::Float32,
-        ))
+        wrap(buffer_for(&layout, true)?, layout, self.part_carrier(0))
     }
 
     /// The layout a gradient for `self` takes: `self`'s own when injective, else the
@@ -344,7 +352,7 @@ impl Tensor {
     pub fn f32_from_slice(&self, values: &[f32], layout: Arc<Layout>) -> Result<Tensor> {
         check_fill(values.len(), &layout)?;
         if !is_dense(&layout) {
-            return place(values.to_vec(), layout, self.part_carrier(0));
+            return wrap(laid_out(values, &layout)?, layout, self.part_carrier(0));
         }
         let carrier = self.part_carrier(0).fresh_f32(values)?;
         Ok(Tensor::from_carrier_unchecked(
@@ -377,33 +385,11 @@ impl Tensor {
         if plain {
             // a dense `g` (what kernels make) is written straight into the target's layout
             let layout = self.gradient_layout()?;
-            let placed = crate::kernel::read::<f32, _>(&g, |e| {
-                let Some(xs) = e.as_slice() else {
-                    return Ok(None);
-                };
-                let data = if is_dense(&layout) {
-                    let mut data = crate::pool::overwritable(xs.len())?;
-                    data.copy_from_slice(xs);
-                    data
-                } else if layout.cosize() == layout.size() {
-                    // a permutation of the storage (a transposed view): every slot is written
-                    let mut data = crate::pool::overwritable(layout.cosize())?;
-                    scatter_runs(xs, &layout, &mut data);
-                    data
-                } else {
-                    let mut data = crate::pool::zeroed(layout.cosize())?;
-                    scatter_runs(xs, &layout, &mut data);
-                    data
-                };
-                let carrier = self.part_carrier(0).fresh(Buffer::F32(data))?;
-                Ok(Some(Tensor::from_carrier_unchecked(
-                    carrier,
-                    Arc::clone(&layout),
-                    DType::Float32,
-                )))
+            let data = crate::kernel::read::<f32, _>(&g, |e| {
+                e.as_slice().map(|xs| laid_out(xs, &layout)).transpose()
             })??;
-            if let Some(t) = placed {
-                return Ok(t);
+            if let Some(data) = data {
+                return wrap(data, layout, self.part_carrier(0));
             }
         }
         self.f32_like(g.values::<f32>()?)

@@ -556,14 +556,13 @@ impl Tensor {
             );
             if let Some(cpu) = s.carrier.as_cpu() {
                 cpu.with_slice::<T, _>(|data| {
-                    // one element wide: a run at a time (storage order as logical order is
-                    // one run, one copy: gradients commit this way)
+                    // one element wide: the kernel layer's run-wise copy (storage order as
+                    // logical order is one run, one copy: gradients commit this way)
                     if w == 1 {
                         if let Ok(e) = crate::kernel::Elements::new(data, s.offset, &s.layout) {
-                            e.for_each_run_in(0, e.len(), |r| match r.stride {
-                                1 => out.extend_from_slice(&data[r.start..r.start + r.len]),
-                                st => out.extend((0..r.len).map(|k| data[r.start + k * st])),
-                            });
+                            let at = out.len();
+                            out.resize(at + e.len(), T::default());
+                            e.copy_range(0, &mut out[at..]);
                             return;
                         }
                     }

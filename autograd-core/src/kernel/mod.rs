@@ -31,4 +31,4 @@ pub use map::{map, zip};
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
-pub use team::{for_each_chunk_mut, for_each_task, join};
+pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};

@@ -156,11 +156,11 @@ pub fn sum_f32(a: &Tensor) -> Result<f64> {
         Some(s) if parallel(s.len()) => {
             // block sums added in block order: the result does not depend on the threads
             let chunk = super::parallel::CHUNK;
-            let mut sums = vec![0.0f64; s.len().div_ceil(chunk)];
-            super::for_each_chunk_mut(&mut sums, 1, |k, sum| {
-                sum[0] = block_sum(&s[k * chunk..((k + 1) * chunk).min(s.len())]);
-            });
-            sums.iter().sum::<f64>()
+            super::map_tasks(s.len().div_ceil(chunk), |k| {
+                block_sum(&s[k * chunk..((k + 1) * chunk).min(s.len())])
+            })
+            .iter()
+            .sum::<f64>()
         }
         Some(s) => block_sum(s),
         None => {

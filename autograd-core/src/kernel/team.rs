@@ -233,6 +233,14 @@ pub fn for_each_chunk_mut<T: Send>(out: &mut [T], size: usize, f: impl Fn(usize,
     });
 }
 
+/// `f(i)` for every `i < tasks`, spread like [`for_each_task`], the results in task order.
+pub fn map_tasks<R: Send>(tasks: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let mut out: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
+    for_each_chunk_mut(&mut out, 1, |k, slot| slot[0] = Some(f(k)));
+    // every task ran before `for_each_chunk_mut` returned, so every slot is filled
+    out.into_iter().flatten().collect()
+}
+
 /// A base pointer shared by the tasks of one loop, each of which touches its own elements.
 struct Base<T>(*mut T);
 
@@ -307,6 +315,10 @@ mod tests {
         });
         assert!(v.iter().enumerate().all(|(i, &x)| i == x));
         assert_eq!(join(|| 2 + 2, || "four"), (4, "four"));
+        assert_eq!(
+            map_tasks(300, |i| i * i),
+            (0..300).map(|i| i * i).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -289,24 +289,17 @@ pub(super) fn for_each_head<T: Send>(
     f: impl Fn(T, &mut Scratch) -> Result<()> + Sync,
 ) -> Result<()> {
     if items.len() > 1 && kernel::threads() > 1 && g.work() >= kernel::PARALLEL_THRESHOLD {
+        // each task moves its own item out (a task runs once, so the item is always there)
         let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
-        let failure: Mutex<Option<autograd_core::Error>> = Mutex::new(None);
-        kernel::for_each_task(items.len(), |i| {
+        kernel::map_tasks(items.len(), |i| {
             let item = items[i]
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
-            if let Some(Err(e)) = item.map(|item| with_scratch(|s| f(item, s))) {
-                failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert(e);
-            }
-        });
-        match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+            item.map_or(Ok(()), |item| with_scratch(|s| f(item, s)))
+        })
+        .into_iter()
+        .collect()
     } else {
         with_scratch(|s| items.into_iter().try_for_each(|item| f(item, s)))
     }

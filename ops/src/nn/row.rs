@@ -197,25 +197,15 @@ pub(crate) fn per_row<R: Send, S: Default + Send>(
     let count = rows.count();
     if parallel(count * rows.n) {
         let per = (TASK / rows.n.max(1)).max(1);
-        let parts: Vec<std::sync::Mutex<Vec<R>>> = (0..count.div_ceil(per))
-            .map(|_| std::sync::Mutex::new(Vec::new()))
-            .collect();
-        kernel::for_each_task(parts.len(), |t| {
+        kernel::map_tasks(count.div_ceil(per), |t| {
             let mut s = S::default();
-            let part: Vec<R> = (t * per..((t + 1) * per).min(count))
+            (t * per..((t + 1) * per).min(count))
                 .map(|k| f(k, &mut s))
-                .collect();
-            *parts[t]
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = part;
-        });
-        parts
-            .into_iter()
-            .flat_map(|p| {
-                p.into_inner()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-            })
-            .collect()
+                .collect::<Vec<R>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect()
     } else {
         let mut s = S::default();
         (0..count).map(|k| f(k, &mut s)).collect()
@@ -268,22 +258,12 @@ pub(crate) fn column_sums<S: Default + Send>(
         acc
     };
     if parallel(count * rows.n) {
-        let tasks = count.div_ceil(per_task);
-        let partial: Vec<std::sync::Mutex<Vec<f64>>> = (0..tasks)
-            .map(|_| std::sync::Mutex::new(Vec::new()))
-            .collect();
-        kernel::for_each_task(tasks, |t| {
-            let sums = range(t * per_task, ((t + 1) * per_task).min(count));
-            *partial[t]
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = sums;
+        let partial = kernel::map_tasks(count.div_ceil(per_task), |t| {
+            range(t * per_task, ((t + 1) * per_task).min(count))
         });
         // added in task order, so the result does not depend on which thread ran what
         let mut total = vec![0.0f64; width];
         for p in partial {
-            let p = p
-                .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
             total.iter_mut().zip(&p).for_each(|(x, y)| *x += y);
         }
         total
