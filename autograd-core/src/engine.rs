@@ -494,6 +494,8 @@ fn propagate_with(
     cotangents.resize_with(plan.slot_count(), || None);
     cotangents[plan.root_slot] = Some(Sum::Shared(root_cotangent));
     let mut several: Vec<Option<Tensor>> = Vec::new();
+    // One vector for every node's gradients, instead of one allocated per node.
+    let mut grads: Vec<Option<Tensor>> = Vec::new();
     for &i in &plan.order {
         let step = &plan.steps[i as usize];
         let slots = plan.slots_of(i as usize);
@@ -543,20 +545,27 @@ fn propagate_with(
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
-        let ran = run_vjp(&*step.node, g, claiming, needed, |j, input, gi| {
-            if started.is_some() {
-                bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
-            }
-            match route(j, input) {
-                (true, Some(slot)) => {
-                    staging.add(input, gi.clone())?;
-                    accumulate(&mut cotangents[slot], gi)
+        let ran = run_vjp(
+            &*step.node,
+            g,
+            claiming,
+            needed,
+            &mut grads,
+            |j, input, gi| {
+                if started.is_some() {
+                    bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
                 }
-                (true, None) => staging.add(input, gi),
-                (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
-                (false, None) => Ok(()),
-            }
-        })?;
+                match route(j, input) {
+                    (true, Some(slot)) => {
+                        staging.add(input, gi.clone())?;
+                        accumulate(&mut cotangents[slot], gi)
+                    }
+                    (true, None) => staging.add(input, gi),
+                    (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
+                    (false, None) => Ok(()),
+                }
+            },
+        )?;
         if !ran {
             return Ok(false);
         }
@@ -602,6 +611,7 @@ pub(crate) fn run_vjp(
     g: Cotangent<'_>,
     claim: bool,
     needed: impl Fn(usize, &Tensor) -> bool,
+    grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<bool> {
     // One lock for the version check and the mask; most nodes have at most four inputs.
@@ -629,21 +639,22 @@ pub(crate) fn run_vjp(
         &large
     };
     let mut batch = None;
-    let grads = {
+    {
         let _guard = no_grad();
         match g {
-            Cotangent::One(g) => node.backward_needed(&g, mask),
-            Cotangent::Several(gs) => node.backward_outputs(gs, mask),
+            Cotangent::One(g) => node.backward_into(&g, mask, grads),
+            Cotangent::Several(gs) => node.backward_outputs(gs, mask).map(|v| *grads = v),
             Cotangent::Batched(g, k) => {
                 batch = Some(k);
                 match node.backward_batched(&g, mask) {
-                    Some(grads) => grads,
+                    Some(v) => v,
                     None => one_by_one(node, &g, k, mask),
                 }
+                .map(|v| *grads = v)
             }
         }
-        .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?
-    };
+        .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?;
+    }
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.
     let returned = grads.len();
@@ -654,7 +665,7 @@ pub(crate) fn run_vjp(
         if returned != s.inputs.len() {
             return Some(Failure::Count(s.inputs.len()));
         }
-        for (j, (gi, input)) in grads.into_iter().zip(s.inputs()).enumerate() {
+        for (j, (gi, input)) in grads.drain(..).zip(s.inputs()).enumerate() {
             let Some(gi) = gi else { continue };
             if !mask.get(j).copied().unwrap_or(false) {
                 continue;

@@ -578,6 +578,20 @@ pub trait Operation: Send + Sync + 'static {
         self.backward(gradient)
     }
 
+    /// [`Operation::backward_needed`] writing its gradients into `out` (whatever `out` held
+    /// before is replaced), so that a traversal reuses one vector for every node it runs
+    /// instead of allocating one per node. The default takes `backward_needed`'s vector;
+    /// `#[differentiable]` ops fill `out` directly.
+    fn backward_into(
+        &self,
+        gradient: &Tensor,
+        needed: &[bool],
+        out: &mut Vec<Option<Tensor>>,
+    ) -> Result<()> {
+        *out = self.backward_needed(gradient, needed)?;
+        Ok(())
+    }
+
     /// The vector-Jacobian products of `K` cotangents at once, for batched functional
     /// [`grad`](crate::grad): `gradients` has a leading batch mode of extent K before the
     /// result's shape, and gradient `i` must have a leading batch mode of extent K before

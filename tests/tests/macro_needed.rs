@@ -154,3 +154,22 @@ fn the_mask_follows_optional_and_slice_inputs() {
     )
     .unwrap();
 }
+
+/// The engine's entry point writes into a vector it reuses: whatever the vector held is
+/// replaced by one entry per saved input, the same gradients `backward_needed` returns.
+#[test]
+fn backward_into_replaces_what_the_vector_held() {
+    let (a, b) = (t(&[2.0, 3.0], &[2]), t(&[5.0, 7.0], &[2]));
+    let g = t(&[1.0, 10.0], &[2]);
+    let node = product(&a, &b).unwrap().autograd_ctx().unwrap();
+    let mut out = vec![Some(g.clone()); 5];
+    node.backward_into(&g, &[false, true], &mut out).unwrap();
+    assert_eq!(asked(), [vec![false, true]]);
+    assert_eq!(out.len(), 2);
+    assert!(out[0].is_none());
+    let db = out[1].as_ref().unwrap().values::<f32>().unwrap();
+    assert_eq!(db, [2.0, 30.0]);
+    let again = node.backward_needed(&g, &[false, true]).unwrap();
+    assert_eq!(again[1].as_ref().unwrap().values::<f32>().unwrap(), db);
+    asked();
+}

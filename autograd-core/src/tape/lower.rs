@@ -247,6 +247,7 @@ fn operation_vjp(
         Cotangent::One(g.clone()),
         false,
         |_, _| true,
+        &mut Vec::new(),
         |j, _, gi| {
             out.push((parents[j], gi));
             Ok(())

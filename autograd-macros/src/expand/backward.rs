@@ -277,7 +277,9 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
             quote_spanned!(span=> (#(#gradient[#k].as_ref(),)*)),
             Some(quote! {
                 if #gradient.iter().all(::core::option::Option::is_none) {
-                    return ::core::result::Result::Ok(::std::vec![::core::option::Option::None; #inputs.len()]);
+                    #out.clear();
+                    #out.resize(#inputs.len(), ::core::option::Option::None);
+                    return ::core::result::Result::Ok(());
                 }
             }),
         )
@@ -302,8 +304,9 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
             #vjp_ident #turbofish (#cotangent, #(#args),*)#try_vjp
         };
         #destructure
-        let mut #out = ::std::vec::Vec::with_capacity(#inputs.len());
+        #out.clear();
+        #out.reserve(#inputs.len());
         #(#pushes)*
-        ::core::result::Result::Ok(#out)
+        ::core::result::Result::Ok(())
     }
 }

@@ -62,6 +62,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     let gradient = id("__g");
     let needed = id("__needed");
     let batch = id("__batched");
+    let out = id("__out");
     let body = crate::expand::backward::generate(plan, g);
     let input_name = input_name(plan);
     let saved = id("__saved");
@@ -76,8 +77,10 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
             ) -> ::core::option::Option<
                 #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>>,
             > {
+                let mut __grads = ::std::vec::Vec::new();
                 ::core::option::Option::Some(
-                    self.#run(gradients, ::core::option::Option::Some(needed), true),
+                    self.#run(gradients, ::core::option::Option::Some(needed), true, &mut __grads)
+                        .map(|()| __grads),
                 )
             }
         }
@@ -104,7 +107,9 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     gradients: &[::core::option::Option<#p::Tensor>],
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradients, ::core::option::Option::Some(needed), false)
+                    let mut __grads = ::std::vec::Vec::new();
+                    self.#run(gradients, ::core::option::Option::Some(needed), false, &mut __grads)?;
+                    ::core::result::Result::Ok(__grads)
                 }
             },
         )
@@ -116,7 +121,9 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     &self,
                     gradient: &#p::Tensor,
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradient, ::core::option::Option::None, false)
+                    let mut __grads = ::std::vec::Vec::new();
+                    self.#run(gradient, ::core::option::Option::None, false, &mut __grads)?;
+                    ::core::result::Result::Ok(__grads)
                 }
 
                 fn backward_needed(
@@ -124,7 +131,18 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     gradient: &#p::Tensor,
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#run(gradient, ::core::option::Option::Some(needed), false)
+                    let mut __grads = ::std::vec::Vec::new();
+                    self.#run(gradient, ::core::option::Option::Some(needed), false, &mut __grads)?;
+                    ::core::result::Result::Ok(__grads)
+                }
+
+                fn backward_into(
+                    &self,
+                    gradient: &#p::Tensor,
+                    needed: &[bool],
+                    out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
+                ) -> #p::Result<()> {
+                    self.#run(gradient, ::core::option::Option::Some(needed), false, out)
                 }
 
                 #batched_entry
@@ -134,13 +152,15 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     quote! {
         #[automatically_derived]
         impl #impl_generics #node #ty_generics #where_clause {
-            /// The VJP with the engine's mask (`None`: every gradient wanted).
+            /// The VJP with the engine's mask (`None`: every gradient wanted), one entry per
+            /// saved input written into `out` (cleared first).
             fn #run(
                 &self,
                 #gradient: #cotangent,
                 #needed: ::core::option::Option<&[bool]>,
                 #batch: bool,
-            ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
+                #out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
+            ) -> #p::Result<()> {
                 #body
             }
         }
