@@ -465,6 +465,30 @@ impl Layout {
         self.is_injective() && self.cosize == self.size
     }
 
+    /// For a flat layout that fills its storage exactly (compact), the dense layout that
+    /// reads storage in order: storage slot `j` holds logical position `storage_order()(j)`.
+    /// Writing logical values into such a layout is then a gather in storage order, which
+    /// splits into chunks of storage. `None` for any other layout.
+    pub(crate) fn storage_order(&self) -> Option<Layout> {
+        if !self.is_compact() || !self.is_flat() {
+            return None;
+        }
+        let dims = self.dims();
+        let mut modes: Vec<(usize, usize, usize)> = Vec::with_capacity(dims.len());
+        let mut logical = 1usize;
+        for (i, &d) in dims.iter().enumerate().rev() {
+            if d > 1 {
+                modes.push((self.mode_leaves(i)[0].stride, d, logical));
+            }
+            logical = logical.checked_mul(d)?;
+        }
+        // compact and flat: the storage strides, largest first, are row-major over the extents
+        modes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let shape: Vec<usize> = modes.iter().map(|m| m.1).collect();
+        let stride: Vec<usize> = modes.iter().map(|m| m.2).collect();
+        Layout::new(Shape::from(shape), Stride::from(stride)).ok()
+    }
+
     /// Whether offsets in logical order are `0, 1, 2, …` (storage order is logical order).
     pub fn is_row_major_contiguous(&self) -> bool {
         match self.logical.as_slice() {
@@ -767,6 +791,32 @@ mod tests {
         assert_eq!(
             Layout::row_major(&[2, 3, 4]).unwrap().stride(),
             &stride![12, 4, 1]
+        );
+    }
+
+    #[test]
+    fn storage_order_inverts_a_permutation() {
+        // [2, 3, 4] stored as [3, 2, 4] (modes 0 and 1 swapped in storage), with a size-1 mode
+        let p = l(shape![2, 3, 1, 4], stride![4, 8, 5, 1]);
+        let order = p.storage_order().unwrap();
+        assert_eq!(order.size(), p.size());
+        let mut offsets = Vec::new();
+        p.for_each_offset(|o| offsets.push(o));
+        // slot j holds logical position order(j): reading the slots in order through it
+        // gives back every logical position whose offset is j
+        let mut logical = Vec::new();
+        order.for_each_offset(|i| logical.push(i));
+        for (slot, &pos) in logical.iter().enumerate() {
+            assert_eq!(offsets[pos], slot);
+        }
+        assert!(l(shape![2, 3], stride![3, 1]).storage_order().is_some());
+        assert!(
+            l(shape![2, 3], stride![4, 1]).storage_order().is_none(),
+            "holes"
+        );
+        assert!(
+            l(shape![2, 3], stride![0, 1]).storage_order().is_none(),
+            "broadcast"
         );
     }
 

@@ -193,3 +193,18 @@ fn gradient_buffers_use_injective_layouts_and_aggregate_broadcast_aliases__sever
         assert_eq!(v(&cot), g, "the supplied cotangent is not modified");
     }
 }
+
+#[test]
+fn gradient_buffers_use_injective_layouts_and_aggregate_broadcast_aliases__a_large_permuted_target_keeps_its_layout(
+) {
+    // [8, 96, 128] stored as [96, 8, 128]: large enough that the gradient is laid out across
+    // the kernel threads, a chunk of storage at a time
+    let layout = Layout::new(shape![8, 96, 128], stride![128, 1024, 1]).unwrap();
+    let n = layout.size();
+    let x = with_layout(&vec![1.0; n], layout.clone());
+    let wv: Vec<f32> = (0..n).map(|k| (k % 1009) as f32).collect();
+    let w = Tensor::from_vec(wv.clone(), shape![8, 96, 128]).unwrap();
+    let xg = grad_of_product(&x, &w);
+    assert_eq!(xg.layout(), &layout);
+    assert_eq!(v(&xg), wv);
+}

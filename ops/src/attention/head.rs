@@ -83,10 +83,13 @@ impl Default for Scratch {
     }
 }
 
-/// An input of the attention kernels, read one head at a time: a CPU tensor whose storage
-/// order is logical order is read in place under a short read lock per access (never two locks
-/// at once, so q, k and v may share storage); any other (a strided view, another carrier)
-/// through one compact copy made up front, which every head then reads as slices.
+/// An input of the attention kernels, read one head at a time: a one-subtensor CPU tensor is
+/// read in place, whatever its layout, under a short read lock per access (never two locks at
+/// once, so q, k and v may share storage). A head of a strided view (`[B, T, H, D]` permuted
+/// to `[B, H, T, D]`) is then gathered a row of `D` at a time straight into the kernel's
+/// scratch, which reads each element once, as a compact copy made up front would, without
+/// writing and reading that copy. Any other tensor (several subtensors, another carrier) is
+/// read through such a copy.
 #[derive(Debug)]
 pub(super) struct Input<'a> {
     tensor: &'a Tensor,
@@ -96,11 +99,8 @@ pub(super) struct Input<'a> {
 
 impl<'a> Input<'a> {
     pub fn new(tensor: &'a Tensor) -> Result<Input<'a>> {
-        let l = tensor.layout();
-        let in_place = tensor.subtensor_count() == 1
-            && l.is_row_major_contiguous()
-            && l.size() == l.cosize()
-            && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
+        let in_place =
+            tensor.subtensor_count() == 1 && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
         let source = if in_place {
             tensor.clone()
         } else {
