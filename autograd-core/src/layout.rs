@@ -483,7 +483,7 @@ impl Layout {
             logical = logical.checked_mul(d)?;
         }
         // compact and flat: the storage strides, largest first, are row-major over the extents
-        modes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        modes.sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
         let shape: Vec<usize> = modes.iter().map(|m| m.1).collect();
         let stride: Vec<usize> = modes.iter().map(|m| m.2).collect();
         Layout::new(Shape::from(shape), Stride::from(stride)).ok()
