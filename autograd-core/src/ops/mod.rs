@@ -11,7 +11,7 @@ mod elementwise;
 mod elementwise_method;
 mod index;
 mod linalg;
-mod num;
+pub(crate) mod num;
 mod operators;
 mod reduce;
 mod unary;

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use autograd_core::{differentiable, ensure, Captured, Layout, Result, Tensor};
+use autograd_core::kernel::exp_f32;
+use autograd_core::{differentiable, ensure, simd, Captured, Layout, Result, Tensor};
 
-use super::float::{log_sum_exp_shifted, row_max};
+use super::float::{lanes, log_sum_exp_shifted, row_max};
 use super::row::{per_row, read_rows, row, write_rows};
 use super::target::class_targets;
 
@@ -76,10 +77,7 @@ pub fn cross_entropy(
                     return;
                 };
                 let xr = row(&e, k, n, buf);
-                for (c, (o, &x)) in out.iter_mut().zip(xr).enumerate() {
-                    let q = if c == target { on + off } else { off };
-                    *o = scale * ((x - lse[k]).exp() - q);
-                }
+                simd!(row_gradient(out, xr, lse[k], target, scale, (on, off)));
             })
         })?;
         Ok((Some(dx), None))
@@ -95,17 +93,10 @@ pub fn cross_entropy(
     // per row: its log-sum-exp and its loss (0 when ignored)
     let per = read_rows::<f32, _>(logits, rows, |e| -> Result<Vec<(f32, f64)>> {
         Ok(per_row::<(f32, f64), Vec<f32>>(rows, |k, buf| {
+            // the row is read outside `simd!`, so that its closure stays small enough to be
+            // inlined into (and vectorised as) each instruction-set copy
             let xr = row(&e, k, n, buf);
-            let m = row_max(xr);
-            let lse = f64::from(m) + log_sum_exp_shifted(xr, m);
-            let loss = match t.classes[k] {
-                None => 0.0,
-                Some(target) => {
-                    let mean_x = xr.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
-                    (1.0 - eps) * (lse - f64::from(xr[target])) + eps * (lse - mean_x)
-                }
-            };
-            (lse as f32, loss)
+            simd!(row_loss(xr, t.classes[k], eps))
         }))
     })?;
     #[residual]
@@ -115,4 +106,41 @@ pub fn cross_entropy(
     )?;
     let total: f64 = per.iter().map(|p| p.1).sum();
     scalar_like(logits, total / t.count as f64)
+}
+
+// The per-row arithmetic, `#[inline(always)]` for `simd!`.
+
+/// One row's log-sum-exp and its loss against `target` (0 for an ignored row), with label
+/// smoothing `eps`.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn row_loss(xr: &[f32], target: Option<usize>, eps: f64) -> (f32, f64) {
+    let m = row_max(xr);
+    let lse = f64::from(m) + log_sum_exp_shifted(xr, m);
+    let loss = match target {
+        None => 0.0,
+        Some(target) => {
+            let mean_x = lanes(xr, f64::from) / xr.len() as f64;
+            (1.0 - eps) * (lse - f64::from(xr[target])) + eps * (lse - mean_x)
+        }
+    };
+    (lse as f32, loss)
+}
+
+/// `out = scale (softmax(x) - q)` for one row, `q` the smoothed one-hot target: `on + off`
+/// at the target class and `off` elsewhere.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn row_gradient(
+    out: &mut [f32],
+    xr: &[f32],
+    lse: f32,
+    target: usize,
+    scale: f32,
+    (on, off): (f32, f32),
+) {
+    for (c, (o, &x)) in out.iter_mut().zip(xr).enumerate() {
+        let q = if c == target { on + off } else { off };
+        *o = scale * (exp_f32(x - lse) - q);
+    }
 }

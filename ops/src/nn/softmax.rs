@@ -5,20 +5,26 @@
 //! and the result is compact row-major. The forward kernels take Float32 and Float64; only a
 //! Float32 result records a node.
 
-use autograd_core::{bail, differentiable, DType, Result, Tensor};
+// The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
+#![allow(clippy::inline_always)]
 
-use super::float::{log_sum_exp_shifted, row_max, Float};
+use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
+
+use super::float::{lanes, log_sum_exp_shifted, row_max, Float};
 use super::row::{read_row_pair, read_rows, row, write_rows, Rows};
 
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
 fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+    simd!(softmax_body(x, out));
+}
+
+#[inline(always)]
+fn softmax_body<T: Float>(x: &[T], out: &mut [T]) {
     let m = row_max(x);
-    let mut sum = 0.0f64;
     for (o, &v) in out.iter_mut().zip(x) {
         *o = (v - m).exp();
-        sum += (*o).into();
     }
-    let inv = T::from_f64(1.0 / sum);
+    let inv = T::from_f64(1.0 / lanes(out, Into::into));
     for o in out.iter_mut() {
         *o = *o * inv;
     }
@@ -26,11 +32,54 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
 
 /// `x - max - ln sum e^(x - max)` for every element of a row, written into `out`.
 fn log_softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+    simd!(log_softmax_body(x, out));
+}
+
+#[inline(always)]
+fn log_softmax_body<T: Float>(x: &[T], out: &mut [T]) {
     let m = row_max(x);
     let lse = T::from_f64(log_sum_exp_shifted(x, m));
     for (o, &v) in out.iter_mut().zip(x) {
         *o = (v - m) - lse;
     }
+}
+
+/// `dx = y (g - sum g y)` for one row of softmax.
+#[inline(always)]
+fn softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
+    let dot = dot_f64(g, y);
+    let dot = dot as f32;
+    for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
+        *o = yi * (gi - dot);
+    }
+}
+
+/// `dx = g - e^y sum g` for one row of log_softmax.
+#[inline(always)]
+fn log_softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
+    let total = lanes(g, f64::from) as f32;
+    for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
+        *o = gi - autograd_core::kernel::exp_f32(yi) * total;
+    }
+}
+
+/// `sum g_i y_i` in `f64`, in eight running sums.
+#[inline(always)]
+fn dot_f64(g: &[f32], y: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (gc, yc) = (g.chunks_exact(8), y.chunks_exact(8));
+    let tail: f64 = gc
+        .remainder()
+        .iter()
+        .zip(yc.remainder())
+        .map(|(&a, &b)| f64::from(a * b))
+        .sum();
+    for (a8, b8) in gc.zip(yc) {
+        for ((acc, &a), &b) in acc.iter_mut().zip(a8).zip(b8) {
+            *acc += f64::from(a * b);
+        }
+    }
+    acc.iter().sum::<f64>() + tail
 }
 
 /// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
@@ -88,11 +137,7 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
     // y = e^x / s:  dy_i/dx_j = y_i ([i = j] - y_j), so dx_j = y_j (g_j - sum_i g_i y_i)
     fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
-            let dot: f64 = g.iter().zip(y).map(|(&a, &b)| f64::from(a * b)).sum();
-            let dot = dot as f32;
-            for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
-                *o = yi * (gi - dot);
-            }
+            simd!(softmax_gradient_row(g, y, out));
         })?))
     }
     float_rows("softmax", x, axis, softmax_row, softmax_row)
@@ -115,10 +160,7 @@ pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
     // so dx_j = g_j - e^(y_j) sum_i g_i
     fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
-            let total = g.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
-            for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
-                *o = gi - yi.exp() * total;
-            }
+            simd!(log_softmax_gradient_row(g, y, out));
         })?))
     }
     float_rows("log_softmax", x, axis, log_softmax_row, log_softmax_row)
