@@ -211,7 +211,11 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
 /// `f32::MAX` are exact in range. Overflow gives `inf`, `x < -104` gives 0, NaN stays NaN.
 /// libm's `expf` is a call per element and cannot be vectorised. Always inlined, so that a
 /// loop compiled for a wider instruction set (`simd!`) vectorises it.
-#[allow(clippy::inline_always, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
+#[allow(
+    clippy::inline_always,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     const HI: f32 = 88.722_84; // ln f32::MAX
