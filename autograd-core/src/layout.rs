@@ -470,7 +470,7 @@ impl Layout {
     /// Writing logical values into such a layout is then a gather in storage order, which
     /// splits into chunks of storage. `None` for any other layout.
     pub(crate) fn storage_order(&self) -> Option<Layout> {
-        if !self.is_compact() || !self.is_flat() {
+        if !self.is_compact() || !self.is_flat() || self.size == 0 {
             return None;
         }
         let dims = self.dims();
@@ -817,6 +817,10 @@ mod tests {
         assert!(
             l(shape![2, 3], stride![0, 1]).storage_order().is_none(),
             "broadcast"
+        );
+        assert!(
+            l(shape![2, 0], stride![1, 2]).storage_order().is_none(),
+            "empty"
         );
     }
 

@@ -572,16 +572,18 @@ pub trait Operation: Send + Sync + 'static {
     /// The vector-Jacobian product when the traversal knows which gradients it will use:
     /// `needed[i]` is false when input `i`'s gradient would be discarded (the input is not
     /// differentiable, or no requested tensor depends on it), so the op may skip computing it
-    /// and return `None` there. The engine calls this; the default ignores `needed`.
+    /// and return `None` there. The engine calls it through [`Operation::backward_into`]; the
+    /// default ignores `needed`.
     fn backward_needed(&self, gradient: &Tensor, needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let _ = needed;
         self.backward(gradient)
     }
 
-    /// [`Operation::backward_needed`] writing its gradients into `out` (whatever `out` held
-    /// before is replaced), so that a traversal reuses one vector for every node it runs
-    /// instead of allocating one per node. The default takes `backward_needed`'s vector;
-    /// `#[differentiable]` ops fill `out` directly.
+    /// [`Operation::backward_needed`] writing its gradients into `out` (on success, whatever
+    /// `out` held before is replaced; after an error its contents are unspecified), so that a
+    /// traversal reuses one vector for every node it runs instead of allocating one per node.
+    /// The engine calls this for single-result nodes. The default takes `backward_needed`'s
+    /// vector; `#[differentiable]` ops fill `out` directly.
     fn backward_into(
         &self,
         gradient: &Tensor,

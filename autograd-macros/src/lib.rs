@@ -122,8 +122,9 @@
 //!   gradient is unwanted when its input is not differentiable or nothing the caller asked for
 //!   depends on it (functional `grad` asking only for a matmul's weights does not want the
 //!   data batch's gradient), so the VJP may skip it and return `None`; an unwanted gradient it
-//!   returns anyway is dropped. The node implements `Operation::backward_needed`, which the
-//!   engine calls with its mask, and `backward` as `backward_needed` with every gradient
+//!   returns anyway is dropped. The node implements `Operation::backward_needed` and
+//!   `Operation::backward_into` (the same, filling the engine's reused gradient vector), which
+//!   the engine calls with its mask, and `backward` as `backward_needed` with every gradient
 //!   wanted (for several outputs, `backward_outputs` gets the same mask).
 //! - **Layouts and broadcasting.** VJPs need not care about strides: a gradient whose shape
 //!   matches its input but whose layout does not is re-laid out to the input's layout. A VJP

@@ -207,8 +207,8 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
 
 /// `e^x` for Float32 as plain arithmetic that vectorises, within 2 ulps of the exact value:
 /// Cephes' `expf` (`x = n ln 2 + r`, `|r| <= ln 2 / 2`, a degree-6 polynomial for `e^r`) with
-/// `2^n` built from exponent bits in two halves, so results down to the subnormals and up to
-/// `f32::MAX` are exact in range. Overflow gives `inf`, `x < -104` gives 0, NaN stays NaN.
+/// `2^n` built from exponent bits in two halves, so that results from the subnormals up to
+/// `f32::MAX` keep that accuracy. Overflow gives `inf`, `x < -104` gives 0, NaN stays NaN.
 /// libm's `expf` is a call per element and cannot be vectorised. Always inlined, so that a
 /// loop compiled for a wider instruction set (`simd!`) vectorises it.
 #[allow(
