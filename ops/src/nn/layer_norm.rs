@@ -153,7 +153,10 @@ pub fn layer_norm(
     // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row
     let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
         Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
-            simd!(row_statistics(row(&e, k, n, buf), eps))
+            // rows are read outside `simd!`, so that its closure stays small enough to be
+            // inlined into (and vectorised as) each instruction-set copy
+            let xr = row(&e, k, n, buf);
+            simd!(row_statistics(xr, eps))
         }))
     })?;
     let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
@@ -165,7 +168,8 @@ pub fn layer_norm(
     let b = values_or(bias, n, 0.0)?;
     read_rows::<f32, _>(x, rows, |e| {
         write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
-            simd!(normalised_row(out, row(&e, k, n, buf), (&w, &b), stats[k]));
+            let xr = row(&e, k, n, buf);
+            simd!(normalised_row(out, xr, (&w, &b), stats[k]));
         })
     })
 }
