@@ -29,19 +29,12 @@ pub(crate) fn place(
 /// `values` (logical order) written into a fresh buffer for `layout` ([`buffer_for`]).
 fn laid_out(values: &[f32], layout: &Layout) -> Result<Vec<f32>> {
     let mut data = buffer_for(layout, true)?;
-    let chunk = crate::kernel::PARALLEL_THRESHOLD;
     if is_dense(layout) {
         data.copy_from_slice(values);
-    } else if let Some(order) = layout
-        .storage_order()
-        .filter(|_| data.len() >= 2 * chunk && crate::kernel::threads() > 1)
-    {
+    } else if let Some(order) = layout.storage_order() {
         // a permuted layout (heads moved back beside the sequence, say): gathered in storage
         // order, chunk by chunk across the kernel threads
-        let source = crate::kernel::Elements::new(values, 0, &order)?;
-        crate::kernel::for_each_chunk_mut(&mut data, chunk, |k, out| {
-            source.copy_range(k * chunk, out);
-        });
+        crate::kernel::Elements::new(values, 0, &order)?.copy_all(&mut data);
     } else {
         scatter_runs(values, layout, &mut data);
     }

@@ -624,14 +624,7 @@ impl Tensor {
             let layout = Arc::new(Layout::compact_row_major(self.shape().clone())?);
             return crate::kernel::read::<f32, _>(self, |e| {
                 crate::kernel::fresh_overwritten::<f32>(self, layout, |out| {
-                    let chunk = crate::kernel::PARALLEL_THRESHOLD;
-                    if out.len() >= 2 * chunk {
-                        crate::kernel::for_each_chunk_mut(out, chunk, |k, o| {
-                            e.copy_range(k * chunk, o);
-                        });
-                    } else {
-                        e.copy_range(0, out);
-                    }
+                    e.copy_all(out);
                     Ok(())
                 })
             })?;

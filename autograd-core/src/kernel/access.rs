@@ -139,6 +139,20 @@ impl<'a, T: Copy> Elements<'a, T> {
         });
     }
 
+    /// Copies every element into `out` (of [`Elements::len`] values) in logical order, in
+    /// chunks across the kernel threads when there are many.
+    pub fn copy_all(&self, out: &mut [T])
+    where
+        T: Send + Sync,
+    {
+        let chunk = super::PARALLEL_THRESHOLD;
+        if out.len() >= 2 * chunk {
+            super::for_each_chunk_mut(out, chunk, |k, o| self.copy_range(k * chunk, o));
+        } else {
+            self.copy_range(0, out);
+        }
+    }
+
     /// Copies the elements at logical positions `start..start + out.len()` into `out`.
     pub fn copy_range(&self, start: usize, out: &mut [T]) {
         let data = self.data;

@@ -64,6 +64,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     let needed = id("__needed");
     let batch = id("__batched");
     let out = id("__out");
+    let collect = id("__backward_vec");
     let body = crate::expand::backward::generate(plan, g);
     let input_name = input_name(plan);
     let saved = id("__saved");
@@ -78,10 +79,8 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
             ) -> ::core::option::Option<
                 #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>>,
             > {
-                let mut __grads = ::std::vec::Vec::new();
                 ::core::option::Option::Some(
-                    self.#run(gradients, ::core::option::Option::Some(needed), true, &mut __grads)
-                        .map(|()| __grads),
+                    self.#collect(gradients, ::core::option::Option::Some(needed), true),
                 )
             }
         }
@@ -108,9 +107,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     gradients: &[::core::option::Option<#p::Tensor>],
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    let mut __grads = ::std::vec::Vec::new();
-                    self.#run(gradients, ::core::option::Option::Some(needed), false, &mut __grads)?;
-                    ::core::result::Result::Ok(__grads)
+                    self.#collect(gradients, ::core::option::Option::Some(needed), false)
                 }
             },
         )
@@ -122,9 +119,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     &self,
                     gradient: &#p::Tensor,
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    let mut __grads = ::std::vec::Vec::new();
-                    self.#run(gradient, ::core::option::Option::None, false, &mut __grads)?;
-                    ::core::result::Result::Ok(__grads)
+                    self.#collect(gradient, ::core::option::Option::None, false)
                 }
 
                 fn backward_needed(
@@ -132,9 +127,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     gradient: &#p::Tensor,
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    let mut __grads = ::std::vec::Vec::new();
-                    self.#run(gradient, ::core::option::Option::Some(needed), false, &mut __grads)?;
-                    ::core::result::Result::Ok(__grads)
+                    self.#collect(gradient, ::core::option::Option::Some(needed), false)
                 }
 
                 fn backward_into(
@@ -163,6 +156,19 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                 #out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
             ) -> #p::Result<()> {
                 #body
+            }
+
+            /// The VJP into a vector of its own (every entry point but the engine's
+            /// `backward_into`).
+            fn #collect(
+                &self,
+                #gradient: #cotangent,
+                #needed: ::core::option::Option<&[bool]>,
+                #batch: bool,
+            ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
+                let mut #out = ::std::vec::Vec::new();
+                self.#run(#gradient, #needed, #batch, &mut #out)?;
+                ::core::result::Result::Ok(#out)
             }
         }
 

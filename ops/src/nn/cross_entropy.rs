@@ -6,8 +6,8 @@ use std::sync::Arc;
 use autograd_core::kernel::exp_f32;
 use autograd_core::{differentiable, ensure, simd, Captured, Layout, Result, Tensor};
 
-use super::float::{lanes, log_sum_exp_shifted, row_max};
-use super::row::{per_row, read_rows, row, write_rows};
+use super::float::{log_sum_exp_shifted, row_max};
+use super::row::{lane_sum, per_row, read_rows, row, write_rows};
 use super::target::class_targets;
 
 /// The options of [`cross_entropy`], PyTorch's keyword arguments (the reduction is always the
@@ -120,7 +120,7 @@ fn row_loss(xr: &[f32], target: Option<usize>, eps: f64) -> (f32, f64) {
     let loss = match target {
         None => 0.0,
         Some(target) => {
-            let mean_x = lanes(xr, f64::from) / xr.len() as f64;
+            let mean_x = lane_sum(xr, xr, |v, _| v) / xr.len() as f64;
             (1.0 - eps) * (lse - f64::from(xr[target])) + eps * (lse - mean_x)
         }
     };

@@ -82,21 +82,22 @@ pub(crate) fn log_sum_exp_shifted<T: Float>(x: &[T], m: T) -> f64 {
         for (o, &v) in b.iter_mut().zip(block) {
             *o = (v - m).exp();
         }
-        total += lanes(b, Into::into);
+        total += sum_f64(b);
     }
     total.ln()
 }
 
-/// `sum_j f(x_j)` in `f64`, in eight running sums so that it vectorises.
+/// `sum_j x_j` in `f64`, in eight running sums so that it vectorises (for either element
+/// type; Float32-only rows use the row layer's `lane_sum`).
 #[inline(always)]
-pub(crate) fn lanes<T: Float>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
+pub(crate) fn sum_f64<T: Float>(x: &[T]) -> f64 {
     let mut acc = [0.0f64; 8];
     let mut chunks = x.chunks_exact(8);
     for c in &mut chunks {
         for (a, &v) in acc.iter_mut().zip(c) {
-            *a += f(v);
+            *a += v.into();
         }
     }
-    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    let tail: f64 = chunks.remainder().iter().map(|&v| v.into()).sum();
     acc.iter().sum::<f64>() + tail
 }

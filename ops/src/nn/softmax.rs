@@ -10,8 +10,8 @@
 
 use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
 
-use super::float::{lanes, log_sum_exp_shifted, row_max, Float};
-use super::row::{read_row_pair, read_rows, row, write_rows, Rows};
+use super::float::{log_sum_exp_shifted, row_max, sum_f64, Float};
+use super::row::{lane_sum, read_row_pair, read_rows, row, write_rows, Rows};
 
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
 fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
@@ -24,7 +24,7 @@ fn softmax_body<T: Float>(x: &[T], out: &mut [T]) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o = (v - m).exp();
     }
-    let inv = T::from_f64(1.0 / lanes(out, Into::into));
+    let inv = T::from_f64(1.0 / sum_f64(out));
     for o in out.iter_mut() {
         *o = *o * inv;
     }
@@ -47,8 +47,7 @@ fn log_softmax_body<T: Float>(x: &[T], out: &mut [T]) {
 /// `dx = y (g - sum g y)` for one row of softmax.
 #[inline(always)]
 fn softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
-    let dot = dot_f64(g, y);
-    let dot = dot as f32;
+    let dot = lane_sum(g, y, |a, b| a * b) as f32;
     for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
         *o = yi * (gi - dot);
     }
@@ -57,29 +56,10 @@ fn softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
 /// `dx = g - e^y sum g` for one row of log_softmax.
 #[inline(always)]
 fn log_softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
-    let total = lanes(g, f64::from) as f32;
+    let total = lane_sum(g, g, |v, _| v) as f32;
     for ((o, &gi), &yi) in out.iter_mut().zip(g).zip(y) {
         *o = gi - autograd_core::kernel::exp_f32(yi) * total;
     }
-}
-
-/// `sum g_i y_i` in `f64`, in eight running sums.
-#[inline(always)]
-fn dot_f64(g: &[f32], y: &[f32]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let (gc, yc) = (g.chunks_exact(8), y.chunks_exact(8));
-    let tail: f64 = gc
-        .remainder()
-        .iter()
-        .zip(yc.remainder())
-        .map(|(&a, &b)| f64::from(a * b))
-        .sum();
-    for (a8, b8) in gc.zip(yc) {
-        for ((acc, &a), &b) in acc.iter_mut().zip(a8).zip(b8) {
-            *acc += f64::from(a * b);
-        }
-    }
-    acc.iter().sum::<f64>() + tail
 }
 
 /// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
