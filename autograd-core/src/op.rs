@@ -261,20 +261,38 @@ impl Saved {
 }
 
 /// A node's saved state: live, claimed by a traversal that will release it (still readable),
-/// or released.
-enum Slot {
-    Live(Saved),
-    /// Claimed by a traversal running on the thread with this [`thread_token`].
-    Claimed(Saved, u64),
-    Released,
+/// or released. Claiming and releasing change the state in place; the saved tensors never move.
+struct Slot {
+    /// `None` once released.
+    saved: Option<Saved>,
+    /// The [`thread_token`] of the traversal holding the claim, 0 when unclaimed (always 0
+    /// once released).
+    claimed_by: u64,
 }
 
 impl Slot {
     fn saved(&self) -> Option<&Saved> {
-        match self {
-            Slot::Live(s) | Slot::Claimed(s, _) => Some(s),
-            Slot::Released => None,
+        self.saved.as_ref()
+    }
+
+    /// Claims live, unclaimed state for the thread `me`; answers whether it did. A thread
+    /// without a token (0: it is exiting) claims as [`Slot::ANONYMOUS`], which no thread
+    /// owns.
+    fn claim_for(&mut self, me: u64) -> bool {
+        let free = self.saved.is_some() && self.claimed_by == 0;
+        if free {
+            self.claimed_by = if me == 0 { Slot::ANONYMOUS } else { me };
         }
+        free
+    }
+
+    /// The claim of a thread that has no [`thread_token`].
+    const ANONYMOUS: u64 = u64::MAX;
+
+    /// Discards the saved state.
+    fn release(&mut self) -> Option<Saved> {
+        self.claimed_by = 0;
+        self.saved.take()
     }
 }
 
@@ -364,10 +382,13 @@ impl SavedState {
         location: &'static Location<'static>,
     ) -> SavedState {
         SavedState {
-            saved: Mutex::new(Slot::Live(Saved {
-                inputs,
-                extra: SavedExtra::new(context, more_versions),
-            })),
+            saved: Mutex::new(Slot {
+                saved: Some(Saved {
+                    inputs,
+                    extra: SavedExtra::new(context, more_versions),
+                }),
+                claimed_by: 0,
+            }),
             id: NodeId::fresh(),
             location,
         }
@@ -415,7 +436,7 @@ impl SavedState {
 
     /// Whether graph release already discarded the state.
     pub fn is_released(&self) -> bool {
-        matches!(*self.lock(), Slot::Released)
+        self.lock().saved.is_none()
     }
 
     /// Runs `f` on the saved state, or fails naming `retain_graph=True` after release.
@@ -444,17 +465,7 @@ impl SavedState {
             return Ok((failure, false));
         }
         let me = thread_token();
-        let claimed = match std::mem::replace(&mut *slot, Slot::Released) {
-            Slot::Live(s) => {
-                *slot = Slot::Claimed(s, me);
-                true
-            }
-            other => {
-                let mine = matches!(other, Slot::Claimed(_, by) if by == me && me != 0);
-                *slot = other;
-                mine
-            }
-        };
+        let claimed = slot.claim_for(me) || (me != 0 && slot.claimed_by == me);
         Ok((None, claimed))
     }
 
@@ -466,31 +477,15 @@ impl SavedState {
         ))
     }
 
-    /// Replaces the state by what `f` makes of it, under the lock.
-    fn transition<R>(&self, f: impl FnOnce(Slot) -> (Slot, R)) -> R {
-        let mut slot = self.lock();
-        let (next, out) = f(std::mem::replace(&mut *slot, Slot::Released));
-        *slot = next;
-        out
-    }
-
     /// Discards the state, returning it so the caller decides where it is dropped.
     pub fn take(&self) -> Option<Saved> {
-        self.transition(|slot| match slot {
-            Slot::Live(s) | Slot::Claimed(s, _) => (Slot::Released, Some(s)),
-            Slot::Released => (Slot::Released, None),
-        })
+        self.lock().release()
     }
 
     /// Marks the state as claimed by a traversal of this thread that will release it; fails
     /// when it was released or another traversal claimed it first.
     pub(crate) fn claim(&self, op: &str) -> Result<()> {
-        let me = thread_token();
-        let claimed = self.transition(|slot| match slot {
-            Slot::Live(s) => (Slot::Claimed(s, me), true),
-            other => (other, false),
-        });
-        if claimed {
+        if self.lock().claim_for(thread_token()) {
             Ok(())
         } else {
             Err(self.released_error(op))
@@ -505,11 +500,16 @@ impl SavedState {
         let me = thread_token();
         let mut spins = 0u32;
         loop {
-            let outcome = self.transition(|slot| match slot {
-                Slot::Live(s) => (Slot::Claimed(s, me), Some(true)),
-                Slot::Claimed(s, by) if by != me && me != 0 => (Slot::Claimed(s, by), None),
-                other => (other, Some(false)),
-            });
+            let outcome = {
+                let mut slot = self.lock();
+                if slot.claim_for(me) {
+                    Some(true)
+                } else if slot.saved.is_some() && slot.claimed_by != me && me != 0 {
+                    None
+                } else {
+                    Some(false)
+                }
+            };
             match outcome {
                 Some(true) => return Ok(()),
                 Some(false) => return Err(self.released_error(op)),
@@ -523,18 +523,16 @@ impl SavedState {
     /// Gives up a claim (the claiming traversal failed): the state is live again, unless
     /// someone released the node meanwhile.
     pub(crate) fn unclaim(&self) {
-        self.transition(|slot| match slot {
-            Slot::Claimed(s, _) => (Slot::Live(s), ()),
-            other => (other, ()),
-        });
+        self.lock().claimed_by = 0;
     }
 
     /// Releases claimed state, returning it so the caller drops it outside the lock.
     pub(crate) fn release_claimed(&self) -> Option<Saved> {
-        self.transition(|slot| match slot {
-            Slot::Claimed(s, _) => (Slot::Released, Some(s)),
-            other => (other, None),
-        })
+        let mut slot = self.lock();
+        if slot.claimed_by == 0 {
+            return None;
+        }
+        slot.release()
     }
 }
 
