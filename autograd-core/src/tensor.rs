@@ -653,11 +653,70 @@ impl Tensor {
 // Dropping a long graph must not recurse: a tensor's node owns its inputs, whose nodes own
 // theirs. A node whose last owner is going away is emptied here, and the nodes of the inputs
 // it was the last owner of are taken out of them first and emptied in turn from a local stack,
-// so no drop ever reaches a node through another. No thread-local is involved, so this holds
-// at thread exit too, whatever order thread-locals are torn down in.
+// so no drop ever reaches a node through another. A node can also own graph tensors outside
+// its saved state (a `custom_gradient` closure that captured one): a node dropped that way
+// while a loop runs on this thread is handed to that loop through `PENDING` instead of
+// starting a nested one. Where the thread-local is gone (thread exit), the loop runs without
+// it: saved state, the graph's spine, is still emptied iteratively.
+thread_local! {
+    /// Nodes handed to the `drop_node` loop running on this thread; `None` when none runs.
+    static PENDING: std::cell::RefCell<Option<Vec<Node>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Ends this thread's `drop_node` loop, also when a drop unwinds through it.
+struct Draining;
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        let left = PENDING
+            .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.take()))
+            .ok()
+            .flatten();
+        drop(left);
+    }
+}
+
+/// The nodes handed to this thread's loop since it last looked.
+fn handed_over() -> Vec<Node> {
+    PENDING
+        .try_with(|p| {
+            p.try_borrow_mut()
+                .ok()
+                .and_then(|mut p| p.as_mut().map(std::mem::take))
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 fn drop_node(node: Node) {
+    // A loop already runs on this thread (this drop comes from one of its nodes): hand over.
+    let mut node = Some(node);
+    let _ = PENDING.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if let Some(queue) = p.as_mut() {
+                queue.extend(node.take());
+            }
+        }
+    });
+    let Some(node) = node else { return };
+    let draining = PENDING
+        .try_with(|p| {
+            p.try_borrow_mut()
+                .map(|mut p| *p = Some(Vec::new()))
+                .is_ok()
+        })
+        .unwrap_or(false)
+        .then_some(Draining);
     let mut stack = vec![node];
-    while let Some(node) = stack.pop() {
+    loop {
+        let Some(node) = stack.pop() else {
+            stack.extend(handed_over());
+            if stack.is_empty() {
+                break;
+            }
+            continue;
+        };
         if Arc::strong_count(&node) != 1 {
             continue;
         }
@@ -679,7 +738,11 @@ fn drop_node(node: Node) {
                 }
             }
         });
+        // `node` is dropped here: what its own fields held comes back through `PENDING`.
+        drop(node);
+        stack.extend(handed_over());
     }
+    drop(draining);
 }
 
 impl Drop for TensorInner {

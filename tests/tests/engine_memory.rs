@@ -70,3 +70,40 @@ fn a_released_graph_keeps_nodes_attached_but_frees_saved_inputs() {
     );
     assert_eq!(grad_vals(&a), Some(vec![6.0, 6.0]));
 }
+
+/// A chain of `custom_gradient` nodes whose closures each hold a handle to the previous
+/// result (a graph tensor, not a detached copy), so that the graph's spine runs through node
+/// fields the engine cannot see, not only through saved inputs.
+fn closure_chain(x: &Tensor, n: usize) -> Tensor {
+    let mut y = x.clone();
+    for _ in 0..n {
+        let keep = y.clone();
+        let value = {
+            let _off = autograd_core::no_grad();
+            mul_scalar(&y, 1.0).unwrap()
+        };
+        y = autograd_core::custom_gradient(value, &[&y], move |g| {
+            Ok(vec![Some(mul(g, &keep.detach())?)])
+        })
+        .unwrap();
+    }
+    y
+}
+
+#[test]
+fn a_chain_held_by_vjp_closures_drops_without_recursion_on_a_2_mib_stack() {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let x = t(&[1.0], &[1]);
+            let y = closure_chain(&x, 100_000);
+            sum(&y).unwrap().backward().unwrap();
+            assert_eq!(grad_vals(&x), Some(vec![1.0]));
+            drop(y);
+            // and one dropped without any traversal
+            drop(closure_chain(&x, 100_000));
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
