@@ -446,7 +446,14 @@ fn all_at_once(
     let layout = Layout::compact_row_major(crate::batch::batched_shape(output.shape(), k)?)?;
     let stacked = output.f32_with_layout(values, Arc::new(layout))?;
     let mut staging = Staging::default();
-    if !crate::engine::propagate_batched(plan, stacked, k, &Sink::Collect(wanted), &mut staging)? {
+    let single = output.layout_arc();
+    if !crate::engine::propagate_batched(
+        plan,
+        stacked,
+        (k, single),
+        &Sink::Collect(wanted),
+        &mut staging,
+    )? {
         return Ok(None);
     }
     staging.finish().map(Some)

@@ -235,7 +235,12 @@ impl Operation for Checkpoint {
             return Ok(grads);
         }
         let targets: Vec<&Tensor> = wanted.iter().map(|(_, t)| *t).collect();
-        let found = grad(&output, &targets, gradient, GradOptions::default())
+        // The cotangent comes per logical position in any injective layout (the VJP contract);
+        // `grad` takes the replayed output's own.
+        let gradient = output
+            .gradient_like(gradient.clone())
+            .map_err(|e| e.context("checkpoint: the cotangent of the region's output"))?;
+        let found = grad(&output, &targets, &gradient, GradOptions::default())
             .map_err(|e| e.context("checkpoint: differentiating the replay"))?;
         for ((j, _), g) in wanted.into_iter().zip(found) {
             grads[j] = g;

@@ -474,17 +474,26 @@ pub(crate) fn propagate(
 pub(crate) fn propagate_batched(
     plan: &Plan,
     root_cotangent: Tensor,
-    batch: usize,
+    (batch, root_layout): (usize, &Arc<Layout>),
     sink: &Sink<'_>,
     staging: &mut Staging,
 ) -> Result<bool> {
-    propagate_with(plan, root_cotangent, Some(batch), sink, staging, None, None)
+    propagate_with(
+        plan,
+        root_cotangent,
+        Some((batch, root_layout)),
+        sink,
+        staging,
+        None,
+        None,
+    )
 }
 
+/// With `batch`, `(K, the root result's layout)`.
 fn propagate_with(
     plan: &Plan,
     root_cotangent: Tensor,
-    batch: Option<usize>,
+    batch: Option<(usize, &Arc<Layout>)>,
     sink: &Sink<'_>,
     staging: &mut Staging,
     mut claim: Option<&mut Claim<'_>>,
@@ -493,6 +502,14 @@ fn propagate_with(
     let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.slot_count());
     cotangents.resize_with(plan.slot_count(), || None);
     cotangents[plan.root_slot] = Some(Sum::Shared(root_cotangent));
+    // Batched: the layout of the result each slot holds the K cotangents of, so that a node
+    // running its VJP once per cotangent gets each with its result's exact shape.
+    let mut results: Vec<Option<Arc<Layout>>> = Vec::new();
+    let batch = batch.map(|(k, root)| {
+        results.resize(plan.slot_count(), None);
+        results[plan.root_slot] = Some(root.clone());
+        k
+    });
     let mut several: Vec<Option<Tensor>> = Vec::new();
     // One vector for every node's gradients, instead of one allocated per node.
     let mut grads: Vec<Option<Tensor>> = Vec::new();
@@ -507,7 +524,7 @@ fn propagate_with(
                 continue;
             }
             match batch {
-                Some(k) => Cotangent::Batched(g.into_tensor()?, k),
+                Some(k) => Cotangent::Batched(g.into_tensor()?, k, results[slots.start].take()),
                 None => Cotangent::One(g.into_tensor()?),
             }
         } else if batch.is_some() {
@@ -555,7 +572,11 @@ fn propagate_with(
                 if started.is_some() {
                     bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
                 }
-                match route(j, input) {
+                let routed = route(j, input);
+                if let (Some(_), (_, Some(slot))) = (batch, routed) {
+                    results[slot].get_or_insert_with(|| input.layout_arc().clone());
+                }
+                match routed {
                     (true, Some(slot)) => {
                         staging.add(input, gi.clone())?;
                         accumulate(&mut cotangents[slot], gi)
@@ -584,8 +605,9 @@ fn propagate_with(
 pub(crate) enum Cotangent<'a> {
     One(Tensor),
     Several(&'a [Option<Tensor>]),
-    /// K cotangents of the one result along a leading batch mode of extent `.1`.
-    Batched(Tensor, usize),
+    /// K cotangents of the one result along a leading batch mode of extent `.1`; `.2` is the
+    /// result's layout, when known.
+    Batched(Tensor, usize, Option<Arc<Layout>>),
 }
 
 fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
@@ -644,11 +666,11 @@ pub(crate) fn run_vjp(
         match g {
             Cotangent::One(g) => node.backward_into(&g, mask, grads),
             Cotangent::Several(gs) => node.backward_outputs(gs, mask).map(|v| *grads = v),
-            Cotangent::Batched(g, k) => {
+            Cotangent::Batched(g, k, result) => {
                 batch = Some(k);
                 match node.backward_batched(&g, mask) {
                     Some(v) => v,
-                    None => one_by_one(node, &g, k, mask),
+                    None => one_by_one(node, &g, (k, result.as_deref()), mask),
                 }
                 .map(|v| *grads = v)
             }
@@ -714,12 +736,12 @@ pub(crate) fn run_vjp(
 fn one_by_one(
     node: &dyn Operation,
     g: &Tensor,
-    k: usize,
+    (k, result): (usize, Option<&Layout>),
     mask: &[bool],
 ) -> Result<Vec<Option<Tensor>>> {
     let mut runs = Vec::with_capacity(k);
     for i in 0..k {
-        runs.push(node.backward_needed(&g.raw_select(0, i)?, mask)?);
+        runs.push(node.backward_needed(&batch_index(g, i, result)?, mask)?);
     }
     let count = runs.first().map_or(0, Vec::len);
     ensure!(
@@ -755,6 +777,24 @@ fn one_by_one(
             like.f32_with_layout(values, Arc::new(layout)).map(Some)
         })
         .collect()
+}
+
+/// Cotangent `i` of the K along `g`'s leading mode, with the shape of `result` (the layout of
+/// the result they belong to, when known): selecting the batch index leaves the other modes
+/// as a tuple, and a result whose shape is one bare extent (`Shape(n)`) gets it back.
+fn batch_index(g: &Tensor, i: usize, result: Option<&Layout>) -> Result<Tensor> {
+    let gi = g.raw_select(0, i)?;
+    let Some(result) = result else { return Ok(gi) };
+    if gi.shape() == result.shape() {
+        return Ok(gi);
+    }
+    match (result.shape().tree(), gi.layout().leaves()) {
+        (crate::IntTuple::Int(n), [leaf]) if gi.layout().rank() == 1 => {
+            let bare = Layout::new(*n, leaf.stride as i64)?;
+            gi.with_layout_detached(bare, gi.offset())
+        }
+        _ => Ok(gi),
+    }
 }
 
 /// Why a node's gradients were refused.

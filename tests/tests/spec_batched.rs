@@ -247,3 +247,48 @@ fn batched_functional_gradients_return_one_stacked_gradient_per_reachable_input_
     let g = grad(&y, &[&x], &one, GradOptions::default()).unwrap();
     assert_eq!(v(g[0].as_ref().unwrap()), vec![2.0, 2.0, 0.0]);
 }
+
+#[test]
+fn batched_cotangents_reach_a_node_without_a_batched_vjp_with_its_result_s_exact_shape() {
+    // `x` and its narrowed view have bare-extent shapes (`3`, `2`, not `(3)`, `(2)`); `narrow`
+    // has no batched VJP, so it runs once per cotangent, each of the view's own shape
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], Shape::from(3usize)).unwrap();
+    let y = x.narrow(0, 0, 2).unwrap();
+    assert_eq!(y.shape(), &Shape::from(2usize));
+    let basis = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], shape![2, 2]).unwrap();
+    let j = grad(&y, &[&x], &basis, BATCHED).unwrap();
+    let j = j[0].as_ref().unwrap();
+    assert_eq!(
+        j.values::<f32>().unwrap(),
+        vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    );
+}
+
+#[test]
+fn a_checkpoint_with_a_permuted_output_takes_batched_cotangents() {
+    // the region returns a transposed view: z = 2 xᵀ, layout (3,2):(1,3)
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();
+    let z =
+        autograd_core::checkpoint(&[&x], &[], |a| mul_scalar(&a[0], 2.0)?.transpose(0, 1)).unwrap();
+    assert_eq!(z.layout().to_string(), "(3,2):(1,3)");
+    // the identity as six cotangents of z's own layout after a batch mode of stride 6:
+    // cotangent k = (i, j) is 1 at z's position (i, j), the slot 6k + i + 3j
+    let mut data = vec![0.0f32; 36];
+    for k in 0..6 {
+        data[6 * k + k / 2 + 3 * (k % 2)] = 1.0;
+    }
+    let cot = Tensor::from_vec(data, shape![36])
+        .unwrap()
+        .with_layout_detached(Layout::new(shape![6, 3, 2], stride![6, 1, 3]).unwrap(), 0)
+        .unwrap();
+    let got = grad(&z, &[&x], &cot, BATCHED).unwrap();
+    let got = got[0].as_ref().unwrap().values::<f32>().unwrap();
+    for k in 0..6 {
+        let (i, j) = (k / 2, k % 2);
+        // d z[i, j] / dx = 2 at x's position (j, i)
+        let want: Vec<f32> = (0..6)
+            .map(|p| if p == j * 3 + i { 2.0 } else { 0.0 })
+            .collect();
+        assert_eq!(&got[k * 6..(k + 1) * 6], &want[..], "cotangent ({i}, {j})");
+    }
+}
