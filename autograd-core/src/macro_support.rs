@@ -173,18 +173,23 @@ pub fn check_slice_grads(
 
 /// A gradient for `input` laid out like the engine wants it: when `g` has `input`'s shape but
 /// a layout the engine would refuse (not exactly `input`'s injective layout, or not injective
-/// for a broadcast `input`), its values are copied into `input`'s gradient layout. Anything
-/// else is returned unchanged for the engine to validate (and reject with `Error::Value`).
+/// for a broadcast `input`), its values are copied into `input`'s gradient layout. A `g` with
+/// `input`'s flattened extents but not its nested shape (what kernels that flatten nested modes,
+/// such as the matrix products, return) has the same logical order, so its values are placed
+/// the same way. Anything else is returned unchanged for the engine to validate (and reject
+/// with `Error::Value`).
 pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
     let Some(g) = g else { return Ok(None) };
-    if g.shape() != input.shape()
-        || g.dtype() != &DType::Float32
-        || input.subtensor_count() != 1
-        || !input.is_differentiable()
-    {
+    if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
         return Ok(Some(g));
     }
-    input.gradient_like(g).map(Some)
+    if g.shape() == input.shape() {
+        return input.gradient_like(g).map(Some);
+    }
+    if g.subtensor_count() == 1 && g.dims() == input.dims() {
+        return input.f32_like(g.values::<f32>()?).map(Some);
+    }
+    Ok(Some(g))
 }
 
 /// Gradient `index` (a saved-input position) as the node returns it: `None` when the engine

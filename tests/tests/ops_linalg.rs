@@ -194,3 +194,58 @@ fn vector_operands_are_promoted_and_the_promoted_axis_removed() {
     assert_eq!(matmul(&s, &v).unwrap_err().kind(), ErrorKind::Value);
     assert_eq!(matmul(&a, &s).unwrap_err().kind(), ErrorKind::Value);
 }
+
+/// `values` as a tensor of the nested `shape`, compact.
+fn nested(values: &[f32], shape: autograd_core::Shape) -> Tensor {
+    let layout = autograd_core::Layout::compact_row_major(shape).unwrap();
+    Tensor::from_parts(
+        autograd_core::CpuCarrier::from_vec(values.to_vec()),
+        layout,
+        0,
+    )
+    .unwrap()
+}
+
+#[test]
+fn nested_shape_operands_get_gradients_of_their_own_shape() {
+    use autograd_core::shape;
+    // x of shape ((2,3),4): six rows of four, its first mode nested
+    let x = nested(&seq(24, 0.1), shape![[2, 3], 4]);
+    let w = t(&seq(20, 0.2), &[5, 4]);
+    let b = t(&seq(5, 0.3), &[5]);
+    let g = t(&seq(30, 0.05), &[6, 5]);
+    let loss =
+        sum(&autograd_core::ops::mul(&linear(&x, &w, Some(&b)).unwrap(), &g).unwrap()).unwrap();
+    loss.backward().unwrap();
+    let gx = x.grad().unwrap().unwrap();
+    assert_eq!(gx.shape(), x.shape());
+    // d/dx sum(g * (x wᵀ + b)) = g w, row by row in logical order
+    let (gv, wv) = (vals(&g), vals(&w));
+    let want: Vec<f32> = (0..6)
+        .flat_map(|r| {
+            let (gv, wv) = (&gv, &wv);
+            (0..4).map(move |p| (0..5).map(|o| gv[r * 5 + o] * wv[o * 4 + p]).sum::<f32>())
+        })
+        .collect();
+    close(&vals(&gx), &want);
+    gradcheck(
+        |v| {
+            sum(&autograd_core::ops::mul(
+                &linear(&v[0], &v[1], Some(&v[2]))?,
+                &g,
+            )?)
+        },
+        &[x, w, b],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+    // a nested batch mode of a batched product
+    let a = nested(&seq(24, 0.1), shape![[2, 1], 3, 4]);
+    let c = t(&seq(24, 0.3), &[2, 4, 3]);
+    gradcheck(
+        |v| sum(&matmul(&v[0], &v[1])?),
+        &[a, c],
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+}
