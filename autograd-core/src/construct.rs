@@ -168,22 +168,29 @@ impl Tensor {
     /// A Float32 tensor of `shape` with values uniform in `[0, 1)` drawn from `rng` (in
     /// logical order).
     pub fn rand(shape: impl Into<Shape>, rng: &mut Rng) -> Result<Tensor> {
-        let layout = Layout::compact_row_major(shape)?;
-        let mut values = filled(layout.size(), 0.0f32)?;
-        for v in &mut values {
-            *v = rng.uniform_f32();
-        }
-        Tensor::from_vec(values, layout.shape().clone())
+        Tensor::from_fn(shape, |_| rng.uniform_f32())
     }
 
     /// A Float32 tensor of `shape` with standard normal values drawn from `rng` (Box–Muller,
     /// in logical order).
     pub fn randn(shape: impl Into<Shape>, rng: &mut Rng) -> Result<Tensor> {
+        Tensor::from_fn(shape, |_| rng.normal() as f32)
+    }
+
+    /// A compact tensor of `shape` whose element at logical (row-major) position `i` is
+    /// `f(i)`, called in that order; `Error::Value` when the elements cannot be allocated.
+    ///
+    /// ```
+    /// use autograd_core::{shape, Tensor};
+    /// let t = Tensor::from_fn(shape![2, 3], |i| i as f32 * 0.5).unwrap();
+    /// assert_eq!(t.values::<f32>().unwrap(), [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+    /// ```
+    pub fn from_fn<T: Element>(
+        shape: impl Into<Shape>,
+        f: impl FnMut(usize) -> T,
+    ) -> Result<Tensor> {
         let layout = Layout::compact_row_major(shape)?;
-        let mut values = filled(layout.size(), 0.0f32)?;
-        for v in &mut values {
-            *v = rng.normal() as f32;
-        }
+        let values = drawn(layout.size(), f)?;
         Tensor::from_vec(values, layout.shape().clone())
     }
 
@@ -260,8 +267,8 @@ impl Tensor {
     ) -> Result<Tensor> {
         let n = self.size();
         let buffer = match self.dtype() {
-            DType::Float32 => Buffer::F32((0..n).map(|_| f32_of(rng)).collect()),
-            DType::Float64 => Buffer::F64((0..n).map(|_| f64_of(rng)).collect()),
+            DType::Float32 => Buffer::F32(drawn(n, |_| f32_of(rng))?),
+            DType::Float64 => Buffer::F64(drawn(n, |_| f64_of(rng))?),
             other => bail!(Type, "{op} needs a Float32 or Float64 tensor, got {other}"),
         };
         self.like_with(buffer)
@@ -377,4 +384,11 @@ impl fmt::Display for Tensor {
         write_values(f, self, &axes, &mut coord, Some(PREFIX.len()))?;
         write!(f, ", dtype={}, shape={})", self.dtype(), self.shape())
     }
+}
+
+/// `f(0), f(1), …, f(n - 1)`, or `Error::Value` when `n` elements cannot be allocated.
+fn drawn<T>(n: usize, mut f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut values = crate::scalar::with_capacity(n)?;
+    values.extend((0..n).map(&mut f));
+    Ok(values)
 }

@@ -23,15 +23,22 @@ pub fn fan_in_and_fan_out(dims: &[usize]) -> Result<(usize, usize)> {
         Value,
         "fan in and fan out need a weight of at least two axes, got dims {dims:?}"
     );
-    let receptive: usize = dims[2..].iter().product();
-    Ok((dims[1] * receptive, dims[0] * receptive))
+    let overflow = || {
+        autograd_core::Error::Value(format!(
+            "fan in and fan out of a weight of dims {dims:?} overflow"
+        ))
+    };
+    let receptive = dims[2..]
+        .iter()
+        .try_fold(1usize, |p, &d| p.checked_mul(d))
+        .ok_or_else(overflow)?;
+    let fan = |d: usize| d.checked_mul(receptive).ok_or_else(overflow);
+    Ok((fan(dims[1])?, fan(dims[0])?))
 }
 
 /// A Float32 tensor of `shape` whose values `draw` gives in logical order.
 fn drawn(shape: impl Into<Shape>, mut draw: impl FnMut() -> f32) -> Result<Tensor> {
-    let layout = Layout::compact_row_major(shape)?;
-    let values = (0..layout.size()).map(|_| draw()).collect();
-    Tensor::from_vec(values, layout.shape().clone())
+    Tensor::from_fn(shape, |_| draw())
 }
 
 /// Values uniform in `[low, high)` (PyTorch's `uniform_`). `low <= high`, both finite

@@ -261,3 +261,20 @@ fn reductions_of_strided_tensors_on_other_carriers_read_the_copy_in_its_own_layo
     assert_eq!(vals(&sum(&[1])), [6.0, 15.0]);
     assert_eq!(vals(&sum(&[0, 1])), [21.0]);
 }
+
+#[test]
+#[should_panic(expected = "reach past the 0 elements")]
+fn positions_past_an_empty_tensor_are_refused_with_a_message() {
+    let empty = Tensor::zeros(shape![0], &autograd_core::DType::Float32).unwrap();
+    let _ = kernel::read::<f32, _>(&empty, |e| e.for_each_in(0, 1, |_| {}));
+}
+
+#[test]
+#[should_panic(expected = "reach past the 6 elements")]
+fn copying_more_positions_than_a_tensor_has_is_refused_not_wrapped_around() {
+    let x = Tensor::from_vec((0..6).map(|i| i as f32).collect::<Vec<_>>(), shape![2, 3])
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap();
+    let _ = kernel::read::<f32, _>(&x, |e| e.copy_range(0, &mut [0.0; 10]));
+}

@@ -264,3 +264,30 @@ fn embedding_from_weight_checks_it() {
     let ints = Tensor::from_vec(vec![1i32; 4], shape![2, 2]).unwrap();
     assert_eq!(kind(Embedding::from_weight(ints)), ErrorKind::Type);
 }
+
+#[test]
+fn initialising_an_unallocatable_shape_is_a_value_error_not_an_abort() {
+    let mut rng = Rng::new(0);
+    let too_big = |r: autograd_core::Result<Tensor>| {
+        let e = r.expect_err("no buffer of that size exists");
+        assert_eq!(e.kind(), ErrorKind::Value, "{e}");
+        assert!(e.to_string().contains("cannot allocate"), "{e}");
+    };
+    too_big(uniform(shape![1i64 << 40], -1.0, 1.0, &mut rng));
+    too_big(normal(shape![1i64 << 40], 0.0, 1.0, &mut rng));
+    too_big(kaiming_uniform(
+        shape![1i64 << 20, 1i64 << 20],
+        5f32.sqrt(),
+        &mut rng,
+    ));
+    let broadcast = Tensor::scalar(1.0).broadcast_to(&[1 << 40]).unwrap();
+    too_big(broadcast.rand_like(&mut rng));
+    too_big(broadcast.randn_like(&mut rng));
+}
+
+#[test]
+fn fans_that_overflow_are_a_value_error() {
+    assert_eq!(fan_in_and_fan_out(&[4, 3, 5, 2]).unwrap(), (30, 40));
+    let e = fan_in_and_fan_out(&[1, 1 << 33, 1 << 33]).expect_err("2^66 does not fit");
+    assert_eq!(e.kind(), ErrorKind::Value, "{e}");
+}

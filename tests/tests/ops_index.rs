@@ -407,3 +407,56 @@ fn nested_modes_index_as_one_axis_and_gradients_keep_the_nested_shape() {
         "concat",
     );
 }
+
+#[test]
+fn scatter_add_of_integers_wraps_as_the_elementwise_ops_do() {
+    let a = Tensor::from_vec(vec![i32::MAX, 5], Shape::from(vec![2usize])).unwrap();
+    let src = Tensor::from_vec(vec![1i32, 2], Shape::from(vec![2usize])).unwrap();
+    let y = scatter_add(&a, 0, &ids(&[0, 0], &[2]), &src).unwrap();
+    assert_eq!(
+        y.values::<i32>().unwrap(),
+        vec![i32::MIN.wrapping_add(2), 5]
+    );
+    let a = Tensor::from_vec(vec![i64::MAX], Shape::from(vec![1usize])).unwrap();
+    let src = Tensor::from_vec(vec![1i64], Shape::from(vec![1usize])).unwrap();
+    let y = scatter_add(&a, 0, &ids(&[0], &[1]), &src).unwrap();
+    assert_eq!(y.values::<i64>().unwrap(), vec![i64::MIN]);
+}
+
+#[test]
+fn scatter_add_reads_a_tensor_and_a_view_of_it_together() {
+    // src is a view of a's storage: one carrier, read under one lock
+    let a = t(&[1.0, 2.0, 3.0, 4.0], &[4]);
+    let src = a.narrow(0, 2, 2).unwrap();
+    let y = scatter_add(&a, 0, &ids(&[0, 1], &[2]), &src).unwrap();
+    assert_eq!(vals(&y), vec![4.0, 6.0, 3.0, 4.0]);
+}
+
+#[test]
+fn a_concat_whose_joined_extent_overflows_is_a_value_error() {
+    let huge = t(&[1.0], &[1]).broadcast_to(&[1 << 62]).unwrap();
+    let parts = vec![huge.clone(), huge.clone(), huge.clone(), huge];
+    expect_err(concat(&parts, 0), ErrorKind::Value, &["overflows"]);
+}
+
+#[test]
+fn index_ops_on_an_unallocatable_broadcast_are_value_errors() {
+    // a [2^40, 1] stride-0 table: its elements cannot be copied out, nor its gradient made
+    let table = t(&[1.0], &[1, 1]).broadcast_to(&[1 << 40, 1]).unwrap();
+    let id = ids(&[0], &[1]);
+    expect_err(
+        embedding(&table, &id),
+        ErrorKind::Value,
+        &["cannot allocate"],
+    );
+    expect_err(
+        index_select(&table, 0, &id),
+        ErrorKind::Value,
+        &["cannot allocate"],
+    );
+    expect_err(
+        gather(&table, 0, &ids(&[0], &[1, 1])),
+        ErrorKind::Value,
+        &["cannot allocate"],
+    );
+}

@@ -92,7 +92,17 @@ impl<'a, T: Copy> Elements<'a, T> {
     }
 
     /// Calls `f` with the runs that cover logical positions `start..start + len` in order.
+    ///
+    /// # Panics
+    /// When the positions reach past [`Elements::len`] (as slice indexing does): the layout
+    /// has no element there, and walking on would wrap around to its first ones.
     pub fn for_each_run_in(&self, start: usize, len: usize, mut f: impl FnMut(Run)) {
+        assert!(
+            start.checked_add(len).is_some_and(|end| end <= self.len()),
+            "positions {start}..{start}+{len} reach past the {} elements of layout {}",
+            self.len(),
+            self.layout
+        );
         if len == 0 {
             return;
         }
@@ -128,6 +138,7 @@ impl<'a, T: Copy> Elements<'a, T> {
     }
 
     /// Calls `f` with the elements at logical positions `start..start + len`, in order.
+    /// Panics as [`Elements::for_each_run_in`] does.
     pub fn for_each_in(&self, start: usize, len: usize, mut f: impl FnMut(T)) {
         let data = self.data;
         self.for_each_run_in(start, len, |r| {
@@ -154,6 +165,7 @@ impl<'a, T: Copy> Elements<'a, T> {
     }
 
     /// Copies the elements at logical positions `start..start + out.len()` into `out`.
+    /// Panics as [`Elements::for_each_run_in`] does.
     pub fn copy_range(&self, start: usize, out: &mut [T]) {
         let data = self.data;
         let mut i = 0;
@@ -251,17 +263,31 @@ pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(Elements<'_, T>) -> R) -> 
 }
 
 /// Runs `f` on `t`'s elements as one slice in logical (row-major) order: borrowed when
-/// storage order is logical order, else one compact copy. For kernels that address positions
-/// directly (gathers and scatters) rather than stream them.
+/// storage order is logical order, else one compact copy (`Error::Value` when that copy cannot
+/// be allocated). For kernels that address positions directly (gathers and scatters) rather
+/// than stream them.
 pub fn read_logical<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-    read::<T, _>(t, |e| {
-        if let Some(s) = e.as_slice() {
-            return f(s);
-        }
-        let mut v = vec![T::default(); e.len()];
-        e.copy_range(0, &mut v);
-        f(&v)
-    })
+    read::<T, _>(t, |e| Ok(f(&logical(&e)?)))?
+}
+
+/// [`read_logical`] of two tensors at once, their carriers locked as [`read_pair`] locks them
+/// (so a kernel reading a tensor and a view of it never takes one lock twice).
+pub fn read_logical_pair<T: Element, U: Element, R>(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl FnOnce(&[T], &[U]) -> R,
+) -> Result<R> {
+    read_pair::<T, U, _>(a, b, |x, y| Ok(f(&logical(&x)?, &logical(&y)?)))?
+}
+
+/// The elements in logical order: the storage itself when it is in that order, else a copy.
+fn logical<'a, T: Element>(e: &Elements<'a, T>) -> Result<std::borrow::Cow<'a, [T]>> {
+    if let Some(s) = e.as_slice() {
+        return Ok(std::borrow::Cow::Borrowed(s));
+    }
+    let mut v = crate::scalar::filled(e.len(), T::default())?;
+    e.copy_range(0, &mut v);
+    Ok(std::borrow::Cow::Owned(v))
 }
 
 fn cpu_of(t: &Tensor) -> Option<&CpuCarrier> {

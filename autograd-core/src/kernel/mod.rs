@@ -26,7 +26,7 @@ mod team;
 
 pub use crate::gemm::{gemm_f32, MatMut, MatRef};
 pub use crate::ops::num::exp_f32;
-pub use access::{read, read_logical, read_pair, Elements, Run};
+pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, zip};
 pub use output::{fresh, fresh_like, fresh_overwritten};

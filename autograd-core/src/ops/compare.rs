@@ -137,11 +137,11 @@ mod node {
 
 /// The selection kernel: the mask is read out once, then both operands in logical order.
 fn select<T: crate::Element>(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let m = read::<bool, _>(mask, |m| {
-        let mut v = vec![false; m.len()];
+    let m = read::<bool, _>(mask, |m| -> Result<Vec<bool>> {
+        let mut v = crate::scalar::filled(m.len(), false)?;
         m.copy_range(0, &mut v);
-        v
-    })?;
+        Ok(v)
+    })??;
     read_pair::<T, T, _>(a, b, |x, y| {
         fresh_like::<T>(a, |out| {
             x.copy_range(0, out);

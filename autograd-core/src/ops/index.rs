@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crate::error::{bail, ensure};
+use crate::ops::num::Num;
 use crate::{differentiable, kernel, DType, Element, Layout, Result, Tensor};
 
 /// Runs `$body` with `$T` bound to the storage element type of `$dtype`.
@@ -201,7 +202,14 @@ pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
             x.shape(),
             xs[0].shape()
         );
-        out_dims[axis] += d[axis];
+        out_dims[axis] = match out_dims[axis].checked_add(d[axis]) {
+            Some(n) => n,
+            None => bail!(
+                Value,
+                "concat along axis {axis}: the joined extent overflows (tensor {i} has shape {})",
+                x.shape()
+            ),
+        };
     }
     let outer: usize = first[..axis].iter().product();
     let chunks: Vec<usize> = xs
@@ -320,7 +328,7 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         let (outer, inner) = around(&dims, axis);
         let (n, m) = (dims[axis], idx.len());
         let g = g.values::<f32>()?;
-        let mut da = vec![0.0f64; a.size()];
+        let mut da = crate::scalar::filled(a.size(), 0.0f64)?;
         for o in 0..outer {
             for (j, &k) in idx.iter().enumerate() {
                 let (src, dst) = ((o * m + j) * inner, (o * n + k) * inner);
@@ -424,7 +432,7 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let at = scattered("gather", &a.dims(), axis, indices)?;
         let g = g.values::<f32>()?;
-        let mut da = vec![0.0f64; a.size()];
+        let mut da = crate::scalar::filled(a.size(), 0.0f64)?;
         for (&q, &v) in at.iter().zip(&g) {
             da[q] += f64::from(v);
         }
@@ -470,7 +478,7 @@ pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> R
         let at = scattered("scatter_add", &a.dims(), axis, indices)?;
         let from = offsets(&indices.dims(), &strides(&src.dims()));
         let g = g.values::<f32>()?;
-        let mut dsrc = vec![0.0f32; src.size()];
+        let mut dsrc = crate::scalar::filled(src.size(), 0.0f32)?;
         for (&q, &r) in at.iter().zip(&from) {
             dsrc[r] = g[q];
         }
@@ -505,25 +513,23 @@ pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> R
     }
 }
 
-/// `a` with `src[from[p]]` added at `at[p]`, for one element type.
-fn add_into<T: Element + std::ops::AddAssign>(
+/// `a` with `src[from[p]]` added at `at[p]`, for one element type (integers wrap).
+fn add_into<T: Num>(
     a: &Tensor,
     src: &Tensor,
     dims: &[usize],
     at: &[usize],
     from: &[usize],
 ) -> Result<Tensor> {
-    kernel::read_logical(a, |x: &[T]| {
-        kernel::read_logical(src, |s: &[T]| {
-            emit::<T>(a, dims, |out| {
-                out.copy_from_slice(x);
-                for (&q, &r) in at.iter().zip(from) {
-                    out[q] += s[r];
-                }
-                Ok(())
-            })
+    kernel::read_logical_pair(a, src, |x: &[T], s: &[T]| {
+        emit::<T>(a, dims, |out| {
+            out.copy_from_slice(x);
+            for (&q, &r) in at.iter().zip(from) {
+                out[q] = out[q].plus(s[r]);
+            }
+            Ok(())
         })
-    })??
+    })?
 }
 
 /// Rows of `weight` (`[V, D]`) picked by `ids` (Int32, any shape): the result has shape
@@ -544,7 +550,7 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, weight: &Tensor, ids: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (v, d) = embedding_dims(weight)?;
         let ids = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
-        let mut dw = vec![0.0f64; weight.size()];
+        let mut dw = crate::scalar::filled(weight.size(), 0.0f64)?;
         kernel::read_logical(g, |g: &[f32]| {
             // a row of g at a time into its id's row (`checked` bounds the ids by `v`)
             for (row, &id) in g.chunks_exact(d.max(1)).zip(&ids) {

@@ -87,26 +87,32 @@ macro_rules! float_num {
 float_num!(f32);
 float_num!(f64);
 
-impl Num for i32 {
-    fn plus(self, o: Self) -> Self {
-        self.wrapping_add(o)
-    }
-    fn minus(self, o: Self) -> Self {
-        self.wrapping_sub(o)
-    }
-    fn times(self, o: Self) -> Self {
-        self.wrapping_mul(o)
-    }
-    fn negated(self) -> Self {
-        self.wrapping_neg()
-    }
-    fn magnitude(self) -> Self {
-        self.wrapping_abs()
-    }
-    fn is_nan_value(self) -> bool {
-        false
-    }
+macro_rules! int_num {
+    ($t:ty) => {
+        impl Num for $t {
+            fn plus(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn minus(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            fn times(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn negated(self) -> Self {
+                self.wrapping_neg()
+            }
+            fn magnitude(self) -> Self {
+                self.wrapping_abs()
+            }
+            fn is_nan_value(self) -> bool {
+                false
+            }
+        }
+    };
 }
+int_num!(i32);
+int_num!(i64);
 
 impl Real for f32 {
     fn from_f32(c: f32) -> Self {
