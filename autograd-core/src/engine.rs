@@ -750,15 +750,29 @@ fn one_by_one(
         "backward of {} returned different gradient counts for the cotangents of one batch",
         node.name()
     );
+    // Each per-index gradient obeys the rules an unbatched run's would (a count that differs
+    // from the saved inputs' is reported by the caller).
+    let inputs: Vec<Tensor> = node
+        .saved()
+        .with(node.name(), |s| s.inputs().cloned().collect())?;
     (0..count)
         .map(|j| {
             let Some(like) = runs.iter().find_map(|r| r[j].clone()) else {
                 return Ok(None);
             };
+            let input = inputs.get(j).filter(|_| mask.get(j) == Some(&true));
             let mut values = crate::scalar::with_capacity(like.size().saturating_mul(k))?;
-            for r in &runs {
+            for (i, r) in runs.iter().enumerate() {
                 match &r[j] {
                     Some(gj) => {
+                        if let Some(input) = input {
+                            gradient::check_cotangent(input, gj.clone()).map_err(|e| {
+                                e.context(format!(
+                                    "gradient for {} at batch index {i}",
+                                    describe_input(node, j)
+                                ))
+                            })?;
+                        }
                         ensure!(
                             gj.shape() == like.shape(),
                             Value,

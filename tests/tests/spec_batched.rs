@@ -292,3 +292,49 @@ fn a_checkpoint_with_a_permuted_output_takes_batched_cotangents() {
         assert_eq!(&got[k * 6..(k + 1) * 6], &want[..], "cotangent ({i}, {j})");
     }
 }
+
+/// Hands back its cotangent compacted, whatever its input's layout.
+#[derive(Debug)]
+struct Compacting {
+    saved: SavedState,
+}
+
+impl Operation for Compacting {
+    fn name(&self) -> &str {
+        "compacting"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![Some(g.contiguous()?)])
+    }
+}
+
+#[test]
+fn each_batch_index_of_a_node_run_per_cotangent_obeys_the_layout_rule_of_one_run() {
+    // an injective but transposed input: a compact gradient for it breaks the exact-layout rule
+    let xt = Tensor::from_vec(vec![1.0f32; 6], shape![6])
+        .unwrap()
+        .with_layout_detached(Layout::new(shape![3, 2], stride![1, 3]).unwrap(), 0)
+        .unwrap();
+    let y = record(xt.contiguous().unwrap(), &[&xt], vec![], |saved| {
+        Compacting { saved }
+    });
+    let one = Tensor::from_vec(vec![1.0f32; 6], shape![3, 2]).unwrap();
+    let retain = GradOptions {
+        retain_graph: true,
+        ..GradOptions::default()
+    };
+    expect_err(
+        grad(&y, &[&xt], &one, retain),
+        ErrorKind::Value,
+        &["layout"],
+    );
+    let two = Tensor::from_vec(vec![1.0f32; 12], shape![2, 3, 2]).unwrap();
+    expect_err(
+        grad(&y, &[&xt], &two, BATCHED),
+        ErrorKind::Value,
+        &["layout", "batch index 0"],
+    );
+}
