@@ -92,6 +92,20 @@ fn exp(x: &Tensor) -> Result<Tensor> {
     map(x, f32::exp)
 }
 
+/// `x * 2`, whose forward reuses its residual's storage as scratch after binding it: the VJP
+/// must never see the overwritten values.
+#[differentiable]
+fn double_then_scratch(x: &Tensor) -> Result<Tensor> {
+    #[residual]
+    let two = x.f32_full_like(2.0)?;
+    fn vjp(g: &Tensor, two: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(zip(g, two, |g, t| g * t)?))
+    }
+    let y = zip(x, &two, |a, b| a * b)?;
+    two.fill(0.0f32)?;
+    Ok(y)
+}
+
 /// `relu(x) * 2` keeping a tensor residual and a non-tensor residual.
 #[differentiable]
 fn relu2(x: &Tensor) -> Result<Tensor> {
@@ -660,4 +674,37 @@ fn an_underscored_vjp_parameter_names_the_forward_value() {
     y.backward_with(Some(&t(&[1.0, 1.0, 1.0], &[3])), false)
         .unwrap();
     assert_eq!(grad_vals(&x), Some(vec![0.0, 1.0, 0.0]));
+}
+
+#[test]
+fn a_residual_the_forward_body_overwrites_after_binding_is_an_error_not_a_wrong_gradient() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = double_then_scratch(&x).unwrap();
+    assert_eq!(vals(&y), vec![2.0, 4.0]);
+    let e = y
+        .backward_with(Some(&t(&[1.0, 1.0], &[2])), false)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Runtime);
+    assert!(
+        e.message()
+            .contains("in-place modification of residual `two` of double_then_scratch"),
+        "{e}"
+    );
+    assert_eq!(grad_vals(&x), None);
+}
+
+/// A parameter named like the guard the generated forward holds.
+#[differentiable]
+fn labelled(x: &Tensor, __guard: &str) -> Result<Tensor> {
+    fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.clone()))
+    }
+    assert_eq!(__guard, "label");
+    map(x, |v| v)
+}
+
+#[test]
+fn a_parameter_named_like_a_generated_local_is_the_caller_s_value() {
+    let x = t(&[1.0, 2.0], &[2]);
+    assert_eq!(vals(&labelled(&x, "label").unwrap()), vec![1.0, 2.0]);
 }

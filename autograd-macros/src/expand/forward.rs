@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 
 use crate::ast::{is_residual, BodyStmt, Input};
-use crate::plan::{id, Plan};
+use crate::plan::{id, ContextSource, Plan};
 
 /// The residuals the forward keeps, as `(index among residuals, slot)`.
 pub(crate) fn kept_residuals(plan: &Plan) -> Vec<usize> {
@@ -23,13 +23,33 @@ pub(crate) fn residual_type(plan: &Plan, i: usize) -> TokenStream {
         .map_or_else(|| quote!(#p::Tensor), ToTokens::to_token_stream)
 }
 
+/// Whether residual `i` is a tensor the node keeps in its version-checked context (else a
+/// plain value stored in a field).
+pub(crate) fn is_tensor_residual(plan: &Plan, i: usize) -> bool {
+    plan.context
+        .iter()
+        .any(|c| matches!(c.source, ContextSource::Residual(x) if x == i))
+}
+
+/// The type of residual `i`'s slot while the forward body runs: a tensor residual travels
+/// with the versions it had when bound, so a later in-place write in the body is caught.
+pub(crate) fn residual_slot_type(plan: &Plan, i: usize) -> TokenStream {
+    let p = &plan.p;
+    let ty = residual_type(plan, i);
+    if is_tensor_residual(plan, i) {
+        quote!((#ty, #p::VersionSnapshot))
+    } else {
+        ty
+    }
+}
+
 pub(crate) fn generate(plan: &Plan) -> TokenStream {
     let f = plan.f;
     let sig = &f.original.sig;
     let kept = kept_residuals(plan);
     let keep = id("__keep");
     let slots = id("__residuals");
-    let slot_types = kept.iter().map(|&i| residual_type(plan, i));
+    let slot_types = kept.iter().map(|&i| residual_slot_type(plan, i));
     let extra = if kept.is_empty() {
         quote!()
     } else {
@@ -48,9 +68,15 @@ pub(crate) fn generate(plan: &Plan) -> TokenStream {
             let ident = r.ident.expect("validated residual name");
             let index = syn::Index::from(slot);
             let span = r.original.span();
+            let p = &plan.p;
+            let kept_value = if is_tensor_residual(plan, *i) {
+                quote!((::core::clone::Clone::clone(&#ident), #p::VersionSnapshot::of(&#ident)))
+            } else {
+                quote!(::core::clone::Clone::clone(&#ident))
+            };
             let keep_value = quote_spanned! {span=>
                 if #keep {
-                    #slots.#index = ::core::option::Option::Some(::core::clone::Clone::clone(&#ident));
+                    #slots.#index = ::core::option::Option::Some(#kept_value);
                 }
             };
             quote!(#local #keep_value)

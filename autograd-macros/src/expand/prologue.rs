@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{ReturnType, Type};
 
 use crate::ast::{BodyStmt, Input};
-use crate::expand::forward::{kept_residuals, residual_type};
+use crate::expand::forward::{is_tensor_residual, kept_residuals, residual_slot_type};
 use crate::expand::generics::{nameable, type_params_in, Inner};
 use crate::plan::{id, numbered, ContextSource, InputKind, Plan, StoredInit};
 
@@ -134,22 +134,29 @@ pub(crate) fn generate(
     let kept = kept_residuals(plan);
     let slots = id("__residuals");
     let residual_init = (!kept.is_empty()).then(|| {
-        let types: Vec<_> = kept.iter().map(|&i| residual_type(plan, i)).collect();
+        let types: Vec<_> = kept.iter().map(|&i| residual_slot_type(plan, i)).collect();
         quote! {
             let mut #slots: (#(::core::option::Option<#types>,)*) =
                 (#(::core::option::Option::<#types>::None,)*);
         }
     });
     let residual_var = |i: usize| numbered("__residual", i);
+    let residual_versions = |i: usize| numbered("__residual_versions", i);
     let take_residuals = kept.iter().enumerate().map(|(slot, &i)| {
         let v = residual_var(i);
+        let bound = if is_tensor_residual(plan, i) {
+            let versions = residual_versions(i);
+            quote!((#v, #versions))
+        } else {
+            quote!(#v)
+        };
         let index = syn::Index::from(slot);
         let rname = f.residuals[i]
             .ident
             .map(ToString::to_string)
             .unwrap_or_default();
         quote! {
-            let ::core::option::Option::Some(#v) = #slots.#index else {
+            let ::core::option::Option::Some(#bound) = #slots.#index else {
                 return ::core::result::Result::Err(#p::missing_residual(#name, #rname));
             };
         }
@@ -197,9 +204,10 @@ pub(crate) fn generate(
     let unpack = plan
         .several()
         .then(|| quote!(let (#(#results,)*) = #result;));
+    let guard = id("__guard");
     let forward_call = quote! {
         let #result: #result_ty = {
-            let __guard = #p::no_grad();
+            let #guard = #p::no_grad();
             #forward #forward_turbofish (#(#forward_args,)* #forward_extra)
         }#try_forward;
     };
@@ -218,10 +226,21 @@ pub(crate) fn generate(
                 quote!(#v)
             }
         });
-        let snapshots = (0..n_context).map(|c| {
-            let c = Literal::usize_unsuffixed(c);
-            quote!(#p::VersionSnapshot::of(&#context[#c]))
-        });
+        // A residual's versions are the ones it had when bound; a result's are taken now.
+        let snapshots = plan
+            .context
+            .iter()
+            .enumerate()
+            .map(|(c, entry)| match entry.source {
+                ContextSource::Residual(i) => {
+                    let versions = residual_versions(i);
+                    quote!(#versions)
+                }
+                ContextSource::Output(_) => {
+                    let c = Literal::usize_unsuffixed(c);
+                    quote!(#p::VersionSnapshot::of(&#context[#c]))
+                }
+            });
         quote! {
             let #context: ::std::vec::Vec<#p::Tensor> = ::std::vec![#(#exprs),*];
             let #versions = [#(#snapshots),*];
