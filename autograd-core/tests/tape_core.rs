@@ -682,3 +682,32 @@ fn a_node_with_many_parents_gets_every_contribution_checked() {
     let bad = tape.add_node(Node::new(0.0, vec![sum], |g: &f64| Ok(vec![(0, *g)])));
     assert_eq!(kind(tape.backward_dense_all(bad, 1.0)), ErrorKind::Value);
 }
+
+#[test]
+fn backward_dense_step_refuses_an_entry_of_the_wrong_shape_before_the_vjp_sees_it() {
+    let mut tape = Tape::empty();
+    let x = tape.add_node(Node::leaf(ArrayD::<f64>::zeros(IxDyn(&[3]))));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let seen = ran.clone();
+    let w = ArrayD::<f64>::ones(IxDyn(&[3]));
+    let y = tape.add_node(Node::new(
+        ArrayD::zeros(IxDyn(&[3])),
+        vec![x],
+        move |g: &ArrayD<f64>| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![(x, g * &w)])
+        },
+    ));
+    let err = tape
+        .backward_dense_step(vec![None, Some(ArrayD::zeros(IxDyn(&[2])))], y)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Value, "{err}");
+    assert!(err.message().contains("gradient entry of"), "{err}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the VJP never ran");
+    // a well-shaped entry runs it
+    let g = tape
+        .backward_dense_step(vec![None, Some(ArrayD::ones(IxDyn(&[3])))], y)
+        .unwrap();
+    assert_eq!(g[x], Some(ArrayD::ones(IxDyn(&[3]))));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}

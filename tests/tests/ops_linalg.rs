@@ -87,6 +87,21 @@ fn batched_matmul_broadcasts_batch_axes_and_sums_their_gradients() {
     .unwrap();
 }
 
+/// Central differences of `sum(linear(x, w, b) * g)` over `[x, w, b]`.
+fn gradcheck_linear_with_bias(inputs: &[Tensor], g: &Tensor) {
+    gradcheck(
+        |v| {
+            sum(&autograd_core::ops::mul(
+                &linear(&v[0], &v[1], Some(&v[2]))?,
+                g,
+            )?)
+        },
+        inputs,
+        GradcheckOptions::default(),
+    )
+    .unwrap();
+}
+
 #[test]
 fn linear_matches_x_wt_plus_b_and_passes_gradcheck() {
     let x = t(&seq(6, 0.5), &[2, 3]);
@@ -103,17 +118,7 @@ fn linear_matches_x_wt_plus_b_and_passes_gradcheck() {
         .collect();
     close(&vals(&y), &want);
     let g = t(&seq(8, 0.7), &[2, 4]);
-    gradcheck(
-        |v| {
-            sum(&autograd_core::ops::mul(
-                &linear(&v[0], &v[1], Some(&v[2]))?,
-                &g,
-            )?)
-        },
-        &[x.clone(), w.clone(), b],
-        GradcheckOptions::default(),
-    )
-    .unwrap();
+    gradcheck_linear_with_bias(&[x.clone(), w.clone(), b], &g);
     gradcheck(
         |v| sum(&autograd_core::ops::mul(&linear(&v[0], &v[1], None)?, &g)?),
         &[x, w],
@@ -228,17 +233,7 @@ fn nested_shape_operands_get_gradients_of_their_own_shape() {
         })
         .collect();
     close(&vals(&gx), &want);
-    gradcheck(
-        |v| {
-            sum(&autograd_core::ops::mul(
-                &linear(&v[0], &v[1], Some(&v[2]))?,
-                &g,
-            )?)
-        },
-        &[x, w, b],
-        GradcheckOptions::default(),
-    )
-    .unwrap();
+    gradcheck_linear_with_bias(&[x, w, b], &g);
     // a nested batch mode of a batched product
     let a = nested(&seq(24, 0.1), shape![[2, 1], 3, 4]);
     let c = t(&seq(24, 0.3), &[2, 4, 3]);

@@ -135,9 +135,22 @@ impl<V: GradValue> Tape<V> {
     /// Visits node `id` in the optional-gradient reverse sweep: an unreached node (or one that
     /// does not require a gradient) is skipped without running its VJP; otherwise its
     /// contributions are added to its parents in the order the VJP returns them.
+    ///
+    /// The entry the step reads is checked against its node's shape before the VJP sees it
+    /// (`Error::Value`), as every other entry point checks what it is given.
     pub fn backward_dense_step(&self, acc: Vec<Option<V>>, id: usize) -> Result<Vec<Option<V>>> {
         self.check_len(acc.len(), "backward_dense_step")?;
         self.check_id(id, "backward_dense_step")?;
+        if let Some(g) = &acc[id] {
+            self.check_entry(g, id, "the gradient entry of")?;
+        }
+        self.checked_step(acc, id)
+    }
+
+    /// [`backward_dense_step`](Tape::backward_dense_step) on an array whose entry `id` is
+    /// known to have its node's shape (entries only change through `add_grad_dense`, which
+    /// checks what it stores).
+    fn checked_step(&self, acc: Vec<Option<V>>, id: usize) -> Result<Vec<Option<V>>> {
         if !self.nodes[id].requires_grad {
             return Ok(acc);
         }
@@ -169,7 +182,7 @@ impl<V: GradValue> Tape<V> {
         let mut grads: Vec<Option<V>> = std::iter::repeat_with(|| None).take(self.size()).collect();
         grads[out] = Some(seed);
         for id in (0..=out).rev() {
-            grads = self.backward_dense_step(grads, id)?;
+            grads = self.checked_step(grads, id)?;
         }
         Ok(grads)
     }
@@ -197,12 +210,18 @@ impl<V: GradValue> Tape<V> {
     /// in messages.
     fn check_entries(&self, acc: &[V], op: &str, what: &'static str) -> Result<()> {
         self.check_len(acc.len(), op)?;
-        for (id, (g, node)) in acc.iter().zip(&self.nodes).enumerate() {
-            let what = self.about(what, id);
-            SameShape::check(g, &node.value, &what)?;
-            V::check(g, &node.value).map_err(|e| e.context(&what))?;
+        for (id, g) in acc.iter().enumerate() {
+            self.check_entry(g, id, what)?;
         }
         Ok(())
+    }
+
+    /// Fails unless `g` has node `id`'s shape.
+    fn check_entry(&self, g: &V, id: usize, what: &'static str) -> Result<()> {
+        let what = self.about(what, id);
+        let value = &self.nodes[id].value;
+        SameShape::check(g, value, &what)?;
+        V::check(g, value).map_err(|e| e.context(&what))
     }
 
     /// One reverse-mode step at node `id` over a total gradient array: runs the node's VJP on
