@@ -391,12 +391,7 @@ pub(crate) fn generate(
 /// be `Tensor` under another name (which the macro, reading names, cannot recognise).
 fn value_checks(plan: &Plan) -> Option<TokenStream> {
     let p = &plan.p;
-    let strip = |ty: &'_ Type| -> Type {
-        match ty {
-            Type::Reference(r) => (*r.elem).clone(),
-            ty => ty.clone(),
-        }
-    };
+    let strip = |ty: &'_ Type| -> Type { element(ty).clone() };
     let stored = plan
         .stored
         .iter()
@@ -420,6 +415,36 @@ fn value_checks(plan: &Plan) -> Option<TokenStream> {
             }
         }
     })
+}
+
+/// The element type under references, slices, arrays, parentheses and `Option`, `Vec` or
+/// `Box`: a `Tensor` renamed inside `Option<&T>` or `&[T]` is as unrecognisable as a bare one.
+fn element(ty: &Type) -> &Type {
+    match ty {
+        Type::Reference(r) => element(&r.elem),
+        Type::Slice(s) => element(&s.elem),
+        Type::Array(a) => element(&a.elem),
+        Type::Paren(p) => element(&p.elem),
+        Type::Group(g) => element(&g.elem),
+        Type::Path(p) if p.qself.is_none() => {
+            let wrapped = p.path.segments.last().and_then(|seg| {
+                if !matches!(seg.ident.to_string().as_str(), "Option" | "Vec" | "Box") {
+                    return None;
+                }
+                match &seg.arguments {
+                    syn::PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
+                        match args.args.first() {
+                            Some(syn::GenericArgument::Type(inner)) => Some(inner),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                }
+            });
+            wrapped.map_or(ty, element)
+        }
+        ty => ty,
+    }
 }
 
 /// Adds `bound` to type parameter `t` where its bounds are written: in the where-clause when
