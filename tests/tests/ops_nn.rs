@@ -998,3 +998,43 @@ fn empty_tensors_give_empty_results_or_nan_means_without_panicking() {
     let y = softmax(&x, 1).unwrap();
     autograd_ops::sum(&y).unwrap().backward().unwrap();
 }
+
+#[test]
+fn a_minus_infinity_logit_off_the_target_costs_nothing_without_smoothing() {
+    // PyTorch: cross_entropy([[0, -inf]], [0]) = 0, gradient [0, 0]
+    let logits = t(&[0.0, f32::NEG_INFINITY], &[1, 2]);
+    let targets = ints(&[0], &[1]);
+    let loss = cross_entropy(&logits, &targets, CrossEntropyOptions::default()).unwrap();
+    assert_eq!(one(&loss), 0.0);
+    loss.backward().unwrap();
+    assert_eq!(grad_vals(&logits), Some(vec![0.0, 0.0]));
+    // with smoothing the -inf logit is in the smoothed target: the loss is +inf, as in PyTorch
+    let logits = t(&[0.0, f32::NEG_INFINITY], &[1, 2]);
+    let smooth = CrossEntropyOptions {
+        label_smoothing: 0.1,
+        ..CrossEntropyOptions::default()
+    };
+    let loss = cross_entropy(&logits, &targets, smooth).unwrap();
+    assert_eq!(one(&loss), f32::INFINITY);
+}
+
+#[test]
+fn the_cross_entropy_gradient_keeps_its_precision_for_large_logits() {
+    // softmax([b, b + 0.5]) - onehot(0) = [sigmoid(-0.5) - 1, sigmoid(0.5)] = [-s, s] for
+    // any b; a log-sum-exp rounded to f32 at b = 1e4 is off by ~5e-4, which the old VJP carried
+    let s = 1.0 / (1.0 + (-0.5f64).exp());
+    for b in [0.0f32, 100.0, 1e4, -3e4] {
+        let logits = t(&[b, b + 0.5], &[1, 2]);
+        let targets = ints(&[0], &[1]);
+        let loss = cross_entropy(&logits, &targets, CrossEntropyOptions::default()).unwrap();
+        loss.backward().unwrap();
+        let g = grad_vals(&logits).unwrap();
+        let want = [-s, s];
+        for (got, want) in g.iter().zip(want) {
+            assert!(
+                (f64::from(*got) - want).abs() < 1e-6,
+                "b = {b}: gradient {g:?}, want {want}"
+            );
+        }
+    }
+}

@@ -36,8 +36,11 @@ pub(crate) fn scalar_like(like: &Tensor, value: f64) -> Result<Tensor> {
 /// `options.ignore_index`. The result is a one-element tensor; when every row is ignored it
 /// is NaN (0 / 0, as PyTorch) and the gradient is zero.
 ///
-/// Fused: the forward pass keeps only each row's log-sum-exp (`N` floats, not `N x C`
-/// log-probabilities), and the VJP is `(softmax - q) g / count` per non-ignored row.
+/// Fused: the forward pass keeps only each row's log-sum-exp after its max is taken out (`N`
+/// floats, not `N x C` log-probabilities; the VJP finds the max again, so the softmax it
+/// rebuilds keeps full precision however large the logits), and the VJP is
+/// `(softmax - q) g / count` per non-ignored row. Without smoothing, a `-inf` logit off the
+/// target costs nothing, as in PyTorch.
 /// A target outside `0..C` that is not ignored, a smoothing outside `[0, 1]` or shapes that do
 /// not fit are `Error::Value`; dtypes other than Float32 logits and Int32 (or Int64) targets
 /// `Error::Type`; nothing is computed or recorded then.
@@ -57,16 +60,17 @@ pub fn cross_entropy(
     options: CrossEntropyOptions,
 ) -> Result<Tensor> {
     // loss = (1/n) sum_k sum_c q_kc (lse_k - x_kc) with sum_c q_kc = 1:
-    // d loss / d x_kc = (e^(x_kc - lse_k) - q_kc) / n on counted rows, 0 on ignored ones
+    // d loss / d x_kc = (e^(x_kc - lse_k) - q_kc) / n on counted rows, 0 on ignored ones,
+    // with x_kc - lse_k = (x_kc - max_k) - shifted_k
     fn vjp(
         g: &Tensor,
         logits: &Tensor,
         targets: &Tensor,
         options: CrossEntropyOptions,
-        lse: &Tensor,
+        shifted: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
-        let lse = lse.values::<f32>()?;
+        let shifted = shifted.values::<f32>()?;
         let scale = g.values::<f32>()?[0] / t.count as f32;
         let (n, eps) = (rows.n, options.label_smoothing);
         let (off, on) = (eps / n as f32, 1.0 - eps);
@@ -77,7 +81,7 @@ pub fn cross_entropy(
                     return;
                 };
                 let xr = row(&e, k, n, buf);
-                simd!(row_gradient(out, xr, lse[k], target, scale, (on, off)));
+                simd!(row_gradient(out, xr, shifted[k], target, scale, (on, off)));
             })
         })?;
         Ok((Some(dx), None))
@@ -90,7 +94,7 @@ pub fn cross_entropy(
     );
     let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
     let (n, eps) = (rows.n, f64::from(options.label_smoothing));
-    // per row: its log-sum-exp and its loss (0 when ignored)
+    // per row: its log-sum-exp less its max, and its loss (0 when ignored)
     let per = read_rows::<f32, _>(logits, rows, |e| -> Result<Vec<(f32, f64)>> {
         Ok(per_row::<(f32, f64), Vec<f32>>(rows, |k, buf| {
             // the row is read outside `simd!`, so that its closure stays small enough to be
@@ -100,7 +104,7 @@ pub fn cross_entropy(
         }))
     })?;
     #[residual]
-    let lse = logits.f32_with_layout(
+    let shifted = logits.f32_with_layout(
         per.iter().map(|p| p.0).collect(),
         Arc::new(Layout::row_major(&[rows.count()])?),
     )?;
@@ -110,37 +114,45 @@ pub fn cross_entropy(
 
 // The per-row arithmetic, `#[inline(always)]` for `simd!`.
 
-/// One row's log-sum-exp and its loss against `target` (0 for an ignored row), with label
-/// smoothing `eps`.
+/// One row's log-sum-exp less the row's max, and its loss against `target` (0 for an ignored
+/// row), with label smoothing `eps` (whose term, over every logit, is left out when `eps` is
+/// 0: a `-inf` logit would make it `0 * inf`).
 #[allow(clippy::inline_always)]
 #[inline(always)]
 fn row_loss(xr: &[f32], target: Option<usize>, eps: f64) -> (f32, f64) {
     let m = row_max(xr);
-    let lse = f64::from(m) + log_sum_exp_shifted(xr, m);
+    let shifted = log_sum_exp_shifted(xr, m);
+    let lse = f64::from(m) + shifted;
     let loss = match target {
         None => 0.0,
         Some(target) => {
-            let mean_x = lane_sum(xr, xr, |v, _| v) / xr.len() as f64;
-            (1.0 - eps) * (lse - f64::from(xr[target])) + eps * (lse - mean_x)
+            let nll = lse - f64::from(xr[target]);
+            if eps > 0.0 {
+                let mean_x = lane_sum(xr, xr, |v, _| v) / xr.len() as f64;
+                (1.0 - eps) * nll + eps * (lse - mean_x)
+            } else {
+                nll
+            }
         }
     };
-    (lse as f32, loss)
+    (shifted as f32, loss)
 }
 
-/// `out = scale (softmax(x) - q)` for one row, `q` the smoothed one-hot target: `on + off`
-/// at the target class and `off` elsewhere.
+/// `out = scale (softmax(x) - q)` for one row whose log-sum-exp less its max is `shifted`, `q`
+/// the smoothed one-hot target: `on + off` at the target class and `off` elsewhere.
 #[allow(clippy::inline_always)]
 #[inline(always)]
 fn row_gradient(
     out: &mut [f32],
     xr: &[f32],
-    lse: f32,
+    shifted: f32,
     target: usize,
     scale: f32,
     (on, off): (f32, f32),
 ) {
+    let m = row_max(xr);
     for (c, (o, &x)) in out.iter_mut().zip(xr).enumerate() {
         let q = if c == target { on + off } else { off };
-        *o = scale * (exp_f32(x - lse) - q);
+        *o = scale * (exp_f32((x - m) - shifted) - q);
     }
 }
