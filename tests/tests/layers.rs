@@ -129,8 +129,10 @@ fn linear_is_initialised_as_pytorch() {
     assert_eq!((l.in_features(), l.out_features()), (100, 80));
     assert_eq!(l.weight().dims(), [80, 100]);
     assert_symmetric_uniform(&vals(l.weight()), 0.1);
-    let b = vals(l.bias().unwrap());
-    assert!(b.iter().all(|v| v.abs() <= 0.1) && b.len() == 80);
+    assert_eq!(l.bias().unwrap().dims(), [80]);
+    // the bias is U(-1/sqrt(fan_in), 1/sqrt(fan_in)) too: enough of it to see the distribution
+    let wide = Linear::new(100, 4000, true, &mut Rng::new(6)).unwrap();
+    assert_symmetric_uniform(&vals(wide.bias().unwrap()), 0.1);
     assert!(l.weight().autograd_ctx().is_none() && l.weight().is_differentiable());
     let no_bias = Linear::new(4, 2, false, &mut Rng::new(5)).unwrap();
     assert!(no_bias.bias().is_none());
