@@ -205,14 +205,28 @@ fn depends_on(node: &Node, target: &Tensor) -> bool {
 
 /// Propagates `gradient`, the cotangent of the result `operation` produced, through the graph
 /// rooted at `operation`, accumulating into leaves as `backward` does but into no result's
-/// `.grad`. `None` traverses nothing.
+/// `.grad`. `None` traverses nothing. A node with several results is refused
+/// (`Error::Runtime`): a cotangent alone does not say which result it belongs to, so call
+/// `backward_with` on that result instead.
 pub fn backwards_traversal(
     gradient: &Tensor,
     operation: Option<&Node>,
     retain_graph: bool,
 ) -> Result<()> {
     let Some(root) = operation else { return Ok(()) };
-    let plan = Plan::discover(root, 0)?;
+    let plan = match root.__result_of() {
+        Some((node, k)) => Plan::discover(node, k)?,
+        None => {
+            ensure!(
+                root.outputs() == 1,
+                Runtime,
+                "{} has {} results, so a cotangent alone does not say which it belongs to; call backward_with on that result tensor",
+                crate::op::describe_node(&**root),
+                root.outputs()
+            );
+            Plan::discover(root, 0)?
+        }
+    };
     accumulate_from(
         &plan,
         gradient.clone(),

@@ -237,3 +237,20 @@ fn a_long_chain_of_multi_result_nodes_drops_without_recursing() {
         .join()
         .unwrap();
 }
+
+#[test]
+fn backwards_traversal_from_a_node_with_several_results_is_refused_not_misrouted() {
+    // the node alone cannot say which result a cotangent belongs to: the second result's
+    // cotangent must not reach x through the first
+    let (x, r, seen) = setup(false);
+    let node = r[1].autograd_ctx();
+    let g = t(&[1.0, 1.0], &[2]);
+    let e = autograd_core::backwards_traversal(&g, node.as_ref(), false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Runtime, "{e}");
+    assert!(e.to_string().contains("backward_with"), "{e}");
+    assert_eq!(grad_vals(&x), None);
+    assert!(seen.lock().unwrap().is_empty(), "the node never ran");
+    // nothing was released: the result's own backward still works
+    r[1].backward_with(Some(&g), false).unwrap();
+    assert_eq!(grad_vals(&x).unwrap(), vec![0.0, 0.0, 3.0, 3.0]);
+}

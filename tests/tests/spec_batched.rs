@@ -300,7 +300,7 @@ struct Compacting {
 }
 
 impl Operation for Compacting {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "compacting"
     }
     fn saved(&self) -> &SavedState {
