@@ -72,3 +72,18 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
         .unwrap_or(0.0);
     assert!(rss > 0.0, "{w3}");
 }
+
+#[test]
+fn an_unknown_workload_fails_the_command_before_anything_runs() {
+    let out = Command::new(bench_binary())
+        .args(["--json", "--quick", "W1", "W9"])
+        .output()
+        .expect("the bench runs");
+    assert!(!out.status.success(), "a typo must fail the command");
+    assert!(out.stdout.is_empty(), "nothing ran: {:?}", out.stdout);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown workload W9"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
