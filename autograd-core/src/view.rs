@@ -268,8 +268,22 @@ impl Tensor {
     }
 
     /// The same elements (in logical order) under `shape`, flat or nested, of the same size: a
-    /// relabelling of the storage when storage order is logical order, otherwise a compact copy.
+    /// view of the same storage when a layout expresses it (always when storage order is
+    /// logical order; for strided storage when the modes `shape` merges or splits are
+    /// contiguous among themselves, as PyTorch's `view` requires), otherwise a compact copy.
     pub(crate) fn raw_reshape_to(&self, op: &str, shape: &Shape) -> Result<Tensor> {
+        match self.reshaped_layout(op, shape)? {
+            Some(layout) => self.view_with(op, layout, self.offset()),
+            None => {
+                let copy = self.contiguous()?;
+                copy.view_with(op, Layout::compact_row_major(shape.clone())?, 0)
+            }
+        }
+    }
+
+    /// The layout under which `self`'s storage, unchanged, holds its elements in logical order
+    /// with `shape`, or `None` when none does; `Error::Value` when the sizes differ.
+    fn reshaped_layout(&self, op: &str, shape: &Shape) -> Result<Option<Layout>> {
         let target = Layout::compact_row_major(shape.clone())?;
         ensure!(
             target.size() == self.size(),
@@ -279,28 +293,45 @@ impl Tensor {
             self.size(),
             target.size()
         );
-        if self.is_viewable() {
-            return self.view_with(op, target, self.offset());
+        let l = self.layout();
+        if self.subtensor_count() != 1 {
+            return Ok(None);
         }
-        let copy = self.contiguous()?;
-        copy.view_with(op, target, 0)
-    }
-
-    /// Whether a reshape of `self` can be a view (one subtensor, storage order is logical order).
-    pub(crate) fn is_viewable(&self) -> bool {
-        self.subtensor_count() == 1 && self.layout().is_row_major_contiguous()
+        if l.is_row_major_contiguous() {
+            return Ok(Some(target));
+        }
+        if !l.is_flat() || l.size() == 0 {
+            return Ok(None);
+        }
+        let old: Vec<(usize, usize)> = (0..l.rank())
+            .map(|i| {
+                let leaf = l.mode_leaves(i)[0];
+                (leaf.extent, leaf.stride)
+            })
+            .collect();
+        let Some(strides) = view_strides(&old, &target.dims()) else {
+            return Ok(None);
+        };
+        // the strides follow `shape`'s own tree (a bare extent or a tuple of them)
+        let mut next = strides.into_iter();
+        let stride = shape
+            .tree()
+            .map_leaves(&mut |_| next.next().map_or(0, |s| s as i64));
+        Layout::new(shape.clone(), stride).map(Some)
     }
 
     /// `raw_reshape` that refuses to copy: `Error::Value` when no view has extents `dims`.
     pub(crate) fn raw_view(&self, dims: &[usize]) -> Result<Tensor> {
         self.check_reshape("view", dims)?;
-        ensure!(
-            self.is_viewable(),
-            Value,
-            "view: layout {} does not keep its elements in logical order, so no view has extents {dims:?}; use reshape (which copies) instead",
-            self.layout()
-        );
-        self.raw_reshape_to("view", &Shape::from(dims))
+        let shape = Shape::from(dims);
+        match self.reshaped_layout("view", &shape)? {
+            Some(layout) => self.view_with("view", layout, self.offset()),
+            None => bail!(
+                Value,
+                "view: no layout of storage laid out as {} has extents {dims:?} (the modes it merges or splits are not contiguous among themselves); use reshape, which copies",
+                self.layout()
+            ),
+        }
     }
 
     /// Top-level modes `start..=end` merged into one flat mode (the others keep their extents,
@@ -454,5 +485,74 @@ impl Tensor {
     #[track_caller]
     pub fn expand(&self, dims: &[usize]) -> Result<Tensor> {
         crate::ops::broadcast_to(self, dims)
+    }
+}
+
+/// The strides of a flat view with extents `new` of flat modes `old` (`(extent, stride)` each,
+/// logical order row-major), or `None` when a mode `new` forms would have to span storage the
+/// modes do not lay out evenly. PyTorch's `computeStride`: the old modes split into chunks that
+/// are contiguous among themselves (extent-1 modes join any chunk), and each chunk must be
+/// formed exactly by consecutive new extents, which then take strides from the chunk's base.
+fn view_strides(old: &[(usize, usize)], new: &[usize]) -> Option<Vec<usize>> {
+    let mut strides = vec![0usize; new.len()];
+    // the new modes not given a stride yet are `..unassigned`
+    let mut unassigned = new.len();
+    let mut base = old.last()?.1;
+    let (mut chunk, mut formed) = (1usize, 1usize);
+    for d in (0..old.len()).rev() {
+        chunk = chunk.checked_mul(old[d].0)?;
+        let chunk_ends = d == 0 || {
+            let (extent, stride) = old[d - 1];
+            extent != 1 && Some(stride) != chunk.checked_mul(base)
+        };
+        if !chunk_ends {
+            continue;
+        }
+        while unassigned > 0 && (formed < chunk || new[unassigned - 1] == 1) {
+            strides[unassigned - 1] = formed.checked_mul(base)?;
+            formed = formed.checked_mul(new[unassigned - 1])?;
+            unassigned -= 1;
+        }
+        if formed != chunk {
+            return None;
+        }
+        if d > 0 {
+            base = old[d - 1].1;
+            (chunk, formed) = (1, 1);
+        }
+    }
+    (unassigned == 0).then_some(strides)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::view_strides;
+
+    #[test]
+    fn strides_of_views_follow_pytorch_s_rule() {
+        // narrowed rows (3,4):(6,1) split their last mode: (3,2,2):(6,2,1)
+        assert_eq!(
+            view_strides(&[(3, 6), (4, 1)], &[3, 2, 2]),
+            Some(vec![6, 2, 1])
+        );
+        // a transposed (6,4):(1,6) splits its second mode: (6,2,2):(1,12,6)
+        assert_eq!(
+            view_strides(&[(6, 1), (4, 6)], &[6, 2, 2]),
+            Some(vec![1, 12, 6])
+        );
+        // ... but cannot merge its two modes: no stride walks them in row-major order
+        assert_eq!(view_strides(&[(6, 1), (4, 6)], &[24]), None);
+        // a broadcast (4,3):(0,1) gains a unit mode and keeps its stride-0 mode
+        assert_eq!(
+            view_strides(&[(4, 0), (3, 1)], &[4, 1, 3]),
+            Some(vec![0, 3, 1])
+        );
+        assert_eq!(view_strides(&[(4, 0), (3, 1)], &[12]), None);
+        // merging padded rows (2,3):(4,1) is impossible; splitting them is fine
+        assert_eq!(view_strides(&[(2, 4), (3, 1)], &[6]), None);
+        assert_eq!(
+            view_strides(&[(2, 4), (3, 1)], &[2, 3, 1]),
+            Some(vec![4, 1, 1])
+        );
     }
 }

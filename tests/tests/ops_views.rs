@@ -484,3 +484,41 @@ fn select_of_a_vector_and_squeeze_to_rank_zero_differentiate() {
         &one,
     );
 }
+
+#[test]
+fn reshape_of_strided_storage_is_a_view_when_a_layout_expresses_it() {
+    // narrowed rows (3,4):(6,1) split into heads: (3,2,2):(6,2,1), the same storage
+    let x = t(&iota(18), &[3, 6]);
+    let n = x.narrow(1, 0, 4).unwrap();
+    let v = n.view(&[3, 2, 2]).unwrap();
+    assert_eq!(v.layout().to_string(), "(3,2,2):(6,2,1)");
+    assert_eq!(v.carrier().unwrap().id(), x.carrier().unwrap().id());
+    assert_eq!(vals(&v), vals(&n));
+    let r = n.reshape(&[3, 2, 2]).unwrap();
+    assert_eq!(r.carrier().unwrap().id(), x.carrier().unwrap().id());
+    r.set(&[1, 1, 0], 100.0f32).unwrap();
+    assert_eq!(
+        x.get(&[1, 2]).unwrap().to_f64(),
+        100.0,
+        "a write through the view"
+    );
+    // a transposed (6,4):(1,6) splits its second mode without a copy
+    let y = t(&iota(24), &[4, 6]);
+    let s = y.transpose(0, 1).unwrap().reshape(&[6, 2, 2]).unwrap();
+    assert_eq!(s.layout().to_string(), "(6,2,2):(1,12,6)");
+    assert_eq!(vals(&s), vals(&y.transpose(0, 1).unwrap()));
+    // gradients through the view land where the narrowed elements live
+    let x = t(&iota(18), &[3, 6]);
+    let w = t(&iota(12), &[3, 2, 2]);
+    sum(&mul(&x.narrow(1, 0, 4).unwrap().reshape(&[3, 2, 2]).unwrap(), &w).unwrap())
+        .unwrap()
+        .backward()
+        .unwrap();
+    let mut want = vec![0.0; 18];
+    for row in 0..3 {
+        for col in 0..4 {
+            want[row * 6 + col] = (row * 4 + col) as f32;
+        }
+    }
+    assert_eq!(grad_vals(&x), Some(want));
+}
