@@ -214,18 +214,17 @@ pub fn backwards_traversal(
     retain_graph: bool,
 ) -> Result<()> {
     let Some(root) = operation else { return Ok(()) };
-    let plan = match root.__result_of() {
-        Some((node, k)) => Plan::discover(node, k)?,
-        None => {
-            ensure!(
-                root.outputs() == 1,
-                Runtime,
-                "{} has {} results, so a cotangent alone does not say which it belongs to; call backward_with on that result tensor",
-                crate::op::describe_node(&**root),
-                root.outputs()
-            );
-            Plan::discover(root, 0)?
-        }
+    let plan = if let Some((node, k)) = root.__result_of() {
+        Plan::discover(node, k)?
+    } else {
+        ensure!(
+            root.outputs() == 1,
+            Runtime,
+            "{} has {} results, so a cotangent alone does not say which it belongs to; call backward_with on that result tensor",
+            crate::op::describe_node(&**root),
+            root.outputs()
+        );
+        Plan::discover(root, 0)?
     };
     accumulate_from(
         &plan,

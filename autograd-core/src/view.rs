@@ -272,13 +272,11 @@ impl Tensor {
     /// logical order; for strided storage when the modes `shape` merges or splits are
     /// contiguous among themselves, as PyTorch's `view` requires), otherwise a compact copy.
     pub(crate) fn raw_reshape_to(&self, op: &str, shape: &Shape) -> Result<Tensor> {
-        match self.reshaped_layout(op, shape)? {
-            Some(layout) => self.view_with(op, layout, self.offset()),
-            None => {
-                let copy = self.contiguous()?;
-                copy.view_with(op, Layout::compact_row_major(shape.clone())?, 0)
-            }
+        if let Some(layout) = self.reshaped_layout(op, shape)? {
+            return self.view_with(op, layout, self.offset());
         }
+        let copy = self.contiguous()?;
+        copy.view_with(op, Layout::compact_row_major(shape.clone())?, 0)
     }
 
     /// The layout under which `self`'s storage, unchanged, holds its elements in logical order
@@ -460,7 +458,9 @@ impl Tensor {
     }
 
     /// Elements `range` of the leaf top-level mode `dim` (`x[.., a..b]`): [`Tensor::narrow`]
-    /// with `start = range.start`, `len = range.len()`; an empty or reversed range is empty.
+    /// with `start = range.start`, `len = range.len()`; an empty or reversed range within the
+    /// extent is empty, and a range reaching past the extent is `Error::Value`, as narrow's is
+    /// (Rust's slices refuse it too).
     #[track_caller]
     pub fn slice(&self, dim: usize, range: std::ops::Range<usize>) -> Result<Tensor> {
         let len = range.end.saturating_sub(range.start);
