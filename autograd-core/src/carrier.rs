@@ -371,7 +371,7 @@ impl CpuCarrier {
 }
 
 impl Drop for CpuCarrier {
-    /// A large Float32 buffer goes to the reuse pool of this thread instead of the allocator.
+    /// A large Float32 buffer goes to the process-wide reuse pool instead of the allocator.
     fn drop(&mut self) {
         let data = self
             .data

@@ -66,7 +66,8 @@ fn fresh_with<T: Element>(
             return like.f32_from_slice(&small[..n], layout);
         }
     }
-    // Float32 results reuse a large buffer this thread freed, when there is one.
+    // Float32 results reuse a large buffer freed earlier (the pool serves every thread), when
+    // there is one.
     let reused = if T::DTYPE == crate::DType::Float32 {
         let data = match init {
             Init::Zeroed => crate::pool::zeroed(n)?,

@@ -13,7 +13,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 /// How long an idle helper spins before it parks.
@@ -114,8 +114,12 @@ impl Team {
             // the loop's caller is still inside `Team::run`, which keeps the body alive.
             let body = unsafe { &*body.0 };
             let previous = IN_TASK.with(|t| t.replace(true));
-            if catch_unwind(AssertUnwindSafe(|| body(index))).is_err() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(index))) {
                 self.panicked.store(true, Ordering::Release);
+                // Not dropped: a payload whose own drop panics would unwind out of here before
+                // `done` counts the task, and the caller would return (ending the body's life)
+                // while other tasks still run it, or wait forever. A panic's payload is small.
+                std::mem::forget(payload);
             }
             IN_TASK.with(|t| t.set(previous));
             self.done.fetch_add(1, Ordering::AcqRel);
@@ -157,9 +161,14 @@ impl Team {
 
     /// Runs `body(i)` for every `i < tasks` with the helpers; returns once all ran.
     fn run(&self, tasks: usize, body: &(dyn Fn(usize) + Sync)) {
-        let Ok(_busy) = self.busy.try_lock() else {
-            (0..tasks).for_each(body);
-            return;
+        let busy = match self.busy.try_lock() {
+            Ok(guard) => guard,
+            // the lock guards no data: a poisoned one is as free as any
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                (0..tasks).for_each(body);
+                return;
+            }
         };
         // Only the lifetime is erased (the pointer is dereferenced only for a task of this
         // loop, see `work`), and this function returns only once every task of the loop has
@@ -194,7 +203,11 @@ impl Team {
             std::hint::spin_loop();
         }
         self.lock().job = None;
-        if self.panicked.load(Ordering::Acquire) {
+        let panicked = self.panicked.load(Ordering::Acquire);
+        // released before the panic is raised again, so that it does not poison the lock and
+        // later loops still find the team free
+        drop(busy);
+        if panicked {
             resume_unwind(Box::new("a kernel task panicked"));
         }
     }
@@ -359,5 +372,41 @@ mod tests {
             again.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(again.load(Ordering::Relaxed), 4);
+        // ... as a team: the panic did not poison the lock that tells a free team from a busy
+        // one (a poisoned lock read as busy would run every later loop serially)
+        assert!(!team().busy.is_poisoned());
+    }
+
+    /// A panic payload whose own drop panics.
+    struct Bomb;
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("the payload's drop panics too");
+            }
+        }
+    }
+
+    #[test]
+    fn a_task_panicking_with_a_payload_that_panics_on_drop_still_finishes_the_loop() {
+        let ran = AtomicUsize::new(0);
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            for_each_task(16, |i| {
+                ran.fetch_add(1, Ordering::Relaxed);
+                if i == 3 {
+                    std::panic::panic_any(Bomb);
+                }
+            });
+        }));
+        assert!(outcome.is_err());
+        // run serially (the team busy with another test's loop), the payload itself arrives
+        std::mem::forget(outcome);
+        assert!(ran.load(Ordering::Relaxed) >= 4);
+        let again = AtomicUsize::new(0);
+        for_each_task(8, |_| {
+            again.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(again.load(Ordering::Relaxed), 8);
     }
 }
