@@ -484,7 +484,7 @@ mod tests {
         if !accumulate {
             // Overwriting must not read C: NaNs there must not leak into the result.
             for (i, x) in c_data.iter_mut().enumerate() {
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     *x = f32::NAN;
                 }
             }

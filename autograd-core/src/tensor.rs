@@ -205,7 +205,7 @@ impl Tensor {
         let w_old = record_width(&self.0.dtype);
         let w_new = record_width(&dtype);
         ensure!(
-            w_old == w_new || (w_old == 1 && offset % w_new == 0),
+            w_old == w_new || (w_old == 1 && offset.is_multiple_of(w_new)),
             Value,
             "cannot reinterpret {} elements as {dtype}: record widths differ",
             self.0.dtype

@@ -83,7 +83,7 @@ fn main() -> Result<()> {
     let w = Tensor::from_vec(vec![0.0f32], shape![1])?;
     let b = Tensor::from_vec(vec![0.0f32], shape![1])?;
     let lr = 0.5f32;
-    for step in 0..=400 {
+    for step in 0..=400usize {
         let pred = add(
             &mul(&broadcast_to(&w, &[n])?, &x)?,
             &broadcast_to(&b, &[n])?,
@@ -102,7 +102,7 @@ fn main() -> Result<()> {
             )?)?;
             p.set_grad(None)?;
         }
-        if step % 100 == 0 {
+        if step.is_multiple_of(100) {
             println!(
                 "step {step:3}: loss {:.4}  w {:.4}  b {:.4}",
                 loss.values::<f32>()?[0],

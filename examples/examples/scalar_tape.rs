@@ -35,7 +35,7 @@ fn main() {
         let vars = [tape.var(point[0]), tape.var(point[1])];
         let f = rosenbrock(vars[0], vars[1]);
         let [x, y] = point;
-        if step % 500 == 0 {
+        if step.is_multiple_of(500) {
             println!("{step:>6}  {x:>10.6}  {y:>10.6}  {:>12.6e}", f.value());
         }
         if step == STEPS {

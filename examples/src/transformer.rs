@@ -115,7 +115,7 @@ impl Transformer {
             "transformer: every size must be positive, got {c:?}"
         );
         ensure!(
-            c.heads > 0 && c.d_model % c.heads == 0,
+            c.heads > 0 && c.d_model.is_multiple_of(c.heads),
             Value,
             "transformer: {} heads do not divide d_model {}",
             c.heads,

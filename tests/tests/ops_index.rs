@@ -82,7 +82,7 @@ proptest! {
         let at = seed as usize % (dims.len() + 1);
         let same: Vec<Vec<f32>> = (0..extents.len()).map(|i| noise(dims.iter().product(), seed * 7 + i as u64)).collect();
         let xs: Vec<Tensor> = same.iter().enumerate()
-            .map(|(i, v)| if i % 2 == 0 { strided(v, &dims) } else { t(v, &dims) }).collect();
+            .map(|(i, v)| if i.is_multiple_of(2) { strided(v, &dims) } else { t(v, &dims) }).collect();
         let y = stack(&xs, at).unwrap();
         let mut sdims = dims.clone();
         sdims.insert(at, xs.len());
@@ -162,7 +162,7 @@ proptest! {
     ) {
         let w = noise(vocab * width, seed);
         let idx: Vec<i32> = picks.iter().map(|&p| (p % vocab) as i32).collect();
-        let id_dims = if idx.len() % 2 == 0 { vec![2, idx.len() / 2] } else { vec![idx.len()] };
+        let id_dims = if idx.len().is_multiple_of(2) { vec![2, idx.len() / 2] } else { vec![idx.len()] };
         let it = ids(&idx, &id_dims);
         let y = embedding(&t(&w, &[vocab, width]), &it).unwrap();
         let mut ydims = id_dims.clone();

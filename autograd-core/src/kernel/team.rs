@@ -135,7 +135,7 @@ impl Team {
             while self.generation.load(Ordering::Acquire) == seen {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins % 256 == 0 && started.elapsed() > SPIN {
+                if spins.is_multiple_of(256) && started.elapsed() > SPIN {
                     let mut shared = self.lock();
                     shared.parked += 1;
                     while self.generation.load(Ordering::Acquire) == seen {
@@ -382,9 +382,7 @@ mod tests {
 
     impl Drop for Bomb {
         fn drop(&mut self) {
-            if !std::thread::panicking() {
-                panic!("the payload's drop panics too");
-            }
+            assert!(std::thread::panicking(), "the payload's drop panics too");
         }
     }
 
