@@ -121,7 +121,7 @@ impl Tensor {
             );
         }
         let n = count as usize;
-        let values = (0..n).map(|i| (start + i as f64 * step) as f32).collect();
+        let values = drawn(n, |i| (start + i as f64 * step) as f32)?;
         f32_tensor(values, &[n])
     }
 
@@ -144,15 +144,13 @@ impl Tensor {
         } else {
             0.0
         };
-        let values = (0..n)
-            .map(|i| {
-                if i + 1 == n && n > 1 {
-                    end as f32
-                } else {
-                    (start + i as f64 * step) as f32
-                }
-            })
-            .collect();
+        let values = drawn(n, |i| {
+            if i + 1 == n && n > 1 {
+                end as f32
+            } else {
+                (start + i as f64 * step) as f32
+            }
+        })?;
         f32_tensor(values, &[n])
     }
 
@@ -305,6 +303,11 @@ const SUMMARY_THRESHOLD: usize = 1000;
 const EDGE: usize = 3;
 /// What `Display` writes before the values.
 const PREFIX: &str = "tensor(";
+/// At most this many values are written, nested at most this many axes deep: past either, the
+/// values are shown as `[...]` with their count (a stride-0 view holds 2^40 elements in one
+/// slot, and writing goes one call deeper per axis).
+const SHOWN_LIMIT: usize = 10_000;
+const DEPTH_LIMIT: usize = 64;
 
 /// The positions shown along an axis of extent `n`: all of them, or the first and last
 /// [`EDGE`] around a `None` standing for `...`.
@@ -364,8 +367,9 @@ impl fmt::Display for Tensor {
     /// line, followed by the dtype and shape:
     /// `tensor([[1, 2],\n        [3, 4]], dtype=Float32, shape=(2,2))`. In both, a tensor of
     /// more than 1000 elements shows only the first and last three entries of each axis longer
-    /// than six, with `...` between (as numpy and PyTorch summarise). A compound tensor shows its
-    /// `Debug` form.
+    /// than six, with `...` between (as numpy and PyTorch summarise); one that would still show
+    /// more than 10,000 values, or that has more than 64 axes, shows `[... N elements ...]`. A
+    /// compound tensor shows its `Debug` form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if matches!(self.dtype(), DType::Compound(_)) {
             return write!(f, "{self:?}");
@@ -376,12 +380,23 @@ impl fmt::Display for Tensor {
             .into_iter()
             .map(|n| shown(n, summarise))
             .collect();
+        let shown_count = axes.iter().fold(1usize, |p, a| {
+            p.saturating_mul(a.iter().filter(|e| e.is_some()).count())
+        });
+        let elided = axes.len() > DEPTH_LIMIT || shown_count > SHOWN_LIMIT;
         let mut coord = Vec::with_capacity(axes.len());
         if !f.alternate() {
+            if elided {
+                return write!(f, "[... {} elements ...]", self.size());
+            }
             return write_values(f, self, &axes, &mut coord, None);
         }
         f.write_str(PREFIX)?;
-        write_values(f, self, &axes, &mut coord, Some(PREFIX.len()))?;
+        if elided {
+            write!(f, "[... {} elements ...]", self.size())?;
+        } else {
+            write_values(f, self, &axes, &mut coord, Some(PREFIX.len()))?;
+        }
         write!(f, ", dtype={}, shape={})", self.dtype(), self.shape())
     }
 }

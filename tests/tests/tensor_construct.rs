@@ -4,7 +4,9 @@
 
 mod spec_support;
 
-use autograd_core::{shape, DType, ErrorKind, Rng, Scalar, Tensor};
+use autograd_core::{
+    shape, CpuCarrier, DType, ErrorKind, Layout, Rng, Scalar, Shape, Stride, Tensor,
+};
 use autograd_tests::{t, vals};
 use spec_support::{expect_err, on_test_carrier, tc};
 
@@ -214,4 +216,39 @@ fn display_summarises_large_tensors_with_their_edges() {
     // small axes of a large tensor are shown in full
     let wide = Tensor::from_vec(vec![0.5f32; 2 * 600], shape![2, 600]).unwrap();
     assert_eq!(wide.to_string().matches("...").count(), 2);
+}
+
+#[test]
+fn display_of_a_tensor_too_big_or_too_deep_to_write_shows_its_count() {
+    // 2^40 elements in one storage slot: every axis is short, so summarising axes cannot help
+    let huge = Tensor::from_parts(
+        CpuCarrier::from_vec(vec![1.0f32]),
+        Layout::new(
+            Shape::from(vec![2usize; 40]),
+            Stride::from(vec![0usize; 40]),
+        )
+        .unwrap(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(huge.to_string(), "[... 1099511627776 elements ...]");
+    assert!(
+        format!("{huge:#}").starts_with("tensor([... 1099511627776 elements ...], dtype=Float32")
+    );
+    // a hundred thousand unit axes: writing them would nest as deep
+    let deep = Tensor::from_vec(vec![1.0f32], Shape::from(vec![1usize; 100_000])).unwrap();
+    assert_eq!(deep.to_string(), "[... 1 elements ...]");
+    // at the limits, values as before
+    let wide = Tensor::from_vec(vec![0.0f32; 1 << 12], Shape::from(vec![2usize; 12])).unwrap();
+    assert!(wide.to_string().starts_with("[[[["), "{}", wide.to_string());
+}
+
+#[test]
+fn arange_and_linspace_of_unallocatable_sizes_are_value_errors() {
+    let e = Tensor::arange(0.0, (1u64 << 39) as f64, 1.0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Value, "{e}");
+    let e = Tensor::linspace(0.0, 1.0, 1 << 40).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Value, "{e}");
+    let e = Tensor::linspace(0.0, 1.0, usize::MAX).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Value, "{e}");
 }
