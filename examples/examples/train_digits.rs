@@ -50,7 +50,7 @@ fn main() -> Result<()> {
         args.epochs = args.epochs.min(3);
     }
     let data = load(&args.data.clone().unwrap_or_else(shipped_path))?;
-    let (train_set, test_set) = data.split(0.2, args.seed);
+    let (train_set, test_set) = data.split(0.2, args.seed)?;
     println!(
         "digits: {} images, {} to train on, {} held out; MLP 64-{}-10, AdamW lr {}, batch {}",
         data.len(),

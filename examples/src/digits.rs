@@ -87,8 +87,14 @@ impl Digits {
         self.labels.is_empty()
     }
 
-    /// A seeded shuffle split into `(train, test)`, `test_fraction` of the images held out.
-    pub fn split(&self, test_fraction: f64, seed: u64) -> (Digits, Digits) {
+    /// A seeded shuffle split into `(train, test)`, `test_fraction` (in `[0, 1]`, else
+    /// `Error::Value`) of the images held out.
+    pub fn split(&self, test_fraction: f64, seed: u64) -> Result<(Digits, Digits)> {
+        ensure!(
+            (0.0..=1.0).contains(&test_fraction),
+            Value,
+            "the held-out fraction must be in [0, 1], got {test_fraction}"
+        );
         let mut order: Vec<usize> = (0..self.len()).collect();
         let mut rng = Rng::new(seed);
         for i in (1..order.len()).rev() {
@@ -96,18 +102,29 @@ impl Digits {
             order.swap(i, j);
         }
         let test = (self.len() as f64 * test_fraction).round() as usize;
-        (self.subset(&order[test..]), self.subset(&order[..test]))
+        Ok((self.subset(&order[test..])?, self.subset(&order[..test])?))
     }
 
-    /// The images at `rows`, in that order.
-    pub fn subset(&self, rows: &[usize]) -> Digits {
+    /// The images at `rows`, in that order; `Error::Value` for a row past the last image (or
+    /// features that do not hold `FEATURES` values an image).
+    pub fn subset(&self, rows: &[usize]) -> Result<Digits> {
         let mut d = Digits::default();
         for &r in rows {
-            d.features
-                .extend_from_slice(&self.features[r * FEATURES..(r + 1) * FEATURES]);
-            d.labels.push(self.labels[r]);
+            let (Some(features), Some(&label)) = (
+                self.features.get(r * FEATURES..(r + 1) * FEATURES),
+                self.labels.get(r),
+            ) else {
+                bail!(
+                    Value,
+                    "image {r} does not exist: the set has {} labels and {} feature values",
+                    self.labels.len(),
+                    self.features.len()
+                );
+            };
+            d.features.extend_from_slice(features);
+            d.labels.push(label);
         }
-        d
+        Ok(d)
     }
 
     /// The images as a `[len, FEATURES]` Float32 tensor and the labels as `[len]` Int32.

@@ -2,7 +2,7 @@
 //! AdamW over shuffled mini-batches. Kept here, outside the example's `main`, so that a smoke
 //! test can run a short training and check that it learns.
 
-use autograd_core::{no_grad, shape, Result, Rng, Tensor};
+use autograd_core::{ensure, no_grad, shape, Result, Rng, Tensor};
 use autograd_ops::{
     argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Optimizer,
 };
@@ -92,6 +92,7 @@ pub fn train(
     test: &Digits,
     mut on_step: impl FnMut(usize, f64),
 ) -> Result<(Mlp, History)> {
+    ensure!(config.batch > 0, Value, "the batch size must be positive");
     let mut rng = Rng::new(config.seed);
     let model = Mlp::new(config.hidden, &mut rng)?;
     let mut opt = AdamW::new(
@@ -109,8 +110,8 @@ pub fn train(
         }
         let mut total = 0.0;
         let mut batches = 0;
-        for rows in order.chunks(config.batch.max(1)) {
-            let batch = train.subset(rows);
+        for rows in order.chunks(config.batch) {
+            let batch = train.subset(rows)?;
             let x = Tensor::from_vec(batch.features, shape![rows.len(), FEATURES])?;
             let y = Tensor::from_vec(batch.labels, shape![rows.len()])?;
             let loss = cross_entropy(&model.forward(&x)?, &y, CrossEntropyOptions::default())?;

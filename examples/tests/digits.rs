@@ -33,13 +33,13 @@ fn the_shipped_file_has_1797_scaled_images_of_every_class() {
 #[test]
 fn the_split_is_seeded_disjoint_and_complete() {
     let d = load(&shipped_path()).unwrap();
-    let (train, test) = d.split(0.2, 7);
+    let (train, test) = d.split(0.2, 7).unwrap();
     assert_eq!(test.len(), 359);
     assert_eq!(train.len() + test.len(), d.len());
-    let (train2, test2) = d.split(0.2, 7);
+    let (train2, test2) = d.split(0.2, 7).unwrap();
     assert_eq!(train.labels, train2.labels);
     assert_eq!(test.features, test2.features);
-    let (_, other) = d.split(0.2, 8);
+    let (_, other) = d.split(0.2, 8).unwrap();
     assert_ne!(other.features, test.features, "another seed, another split");
     let (x, y) = test.tensors().unwrap();
     assert_eq!(x.dims(), [359, FEATURES]);
@@ -83,4 +83,21 @@ fn the_svg_has_one_polyline_per_series_and_escapes_text() {
     assert_eq!(svg.matches("<polyline").count(), 2);
     assert!(svg.contains("loss &lt;train&gt;"));
     assert!(!svg.contains("NaN"), "non-finite points are skipped");
+}
+
+#[test]
+fn a_held_out_fraction_outside_the_unit_interval_or_a_missing_row_is_a_value_error() {
+    let d = load(&shipped_path()).unwrap();
+    for fraction in [1.5, -0.1, f64::NAN, f64::INFINITY] {
+        let e = d.split(fraction, 0).unwrap_err();
+        assert_eq!(e.kind(), autograd_core::ErrorKind::Value, "{fraction}: {e}");
+    }
+    let (train, test) = d.split(1.0, 0).unwrap();
+    assert_eq!((train.len(), test.len()), (0, d.len()));
+    let e = d.subset(&[0, d.len()]).unwrap_err();
+    assert_eq!(e.kind(), autograd_core::ErrorKind::Value, "{e}");
+    assert_eq!(
+        d.subset(&[3, 0]).unwrap().labels,
+        vec![d.labels[3], d.labels[0]]
+    );
 }

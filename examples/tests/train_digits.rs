@@ -7,7 +7,7 @@ use autograd_examples::mlp::{train, Config};
 #[test]
 fn three_epochs_on_the_digits_lower_the_loss_and_generalise() {
     let data = load(&shipped_path()).unwrap();
-    let (train_set, test_set) = data.split(0.2, 0);
+    let (train_set, test_set) = data.split(0.2, 0).unwrap();
     let config = Config {
         epochs: 3,
         hidden: 64,
