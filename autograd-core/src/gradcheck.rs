@@ -77,8 +77,11 @@ fn coord_of(dims: &[usize], mut index: usize) -> Vec<usize> {
 /// random cotangent, perturbing every storage slot of every input. On failure returns
 /// `Error::Value` naming the worst element: its input, coordinate and both values.
 ///
-/// Perturbing writes the inputs in place (and restores them), so their versions change: a graph
-/// the caller built on them before the check can no longer be traversed.
+/// Perturbing writes the inputs in place (and restores them, also when `f` fails or panics), so
+/// their versions change: a graph the caller built on them before the check can no longer be
+/// traversed. No other graph is released. A non-finite value on either side fails the check.
+/// Inputs that share storage (perturbing one would move another), invalid options and a call
+/// under `no_grad` are refused before anything is perturbed.
 ///
 /// ```
 /// use autograd_core::{gradcheck, GradcheckOptions, Tensor, shape};
@@ -92,6 +95,37 @@ pub fn gradcheck(
     inputs: &[Tensor],
     options: GradcheckOptions,
 ) -> Result<GradcheckReport> {
+    let GradcheckOptions {
+        eps, atol, rtol, ..
+    } = options;
+    ensure!(
+        eps.is_finite() && eps > 0.0 && atol.is_finite() && atol >= 0.0,
+        Value,
+        "gradcheck: eps must be finite and positive and atol finite and >= 0, got eps {eps}, atol {atol}"
+    );
+    ensure!(
+        rtol.is_finite() && rtol >= 0.0,
+        Value,
+        "gradcheck: rtol must be finite and >= 0, got {rtol}"
+    );
+    ensure!(
+        crate::is_grad_enabled(),
+        Runtime,
+        "gradcheck: graph construction is disabled (no_grad) on this thread, so f records no graph to check"
+    );
+    let mut owners: Vec<(crate::CarrierId, usize)> = Vec::new();
+    for (i, x) in inputs.iter().enumerate() {
+        x.single()?;
+        for c in x.carriers() {
+            if let Some(&(_, j)) = owners.iter().find(|(id, _)| *id == c.id()) {
+                bail!(
+                    Value,
+                    "gradcheck: inputs {j} and {i} share storage, so perturbing one moves the other and the differences would measure both"
+                );
+            }
+            owners.push((c.id(), i));
+        }
+    }
     for (i, x) in inputs.iter().enumerate() {
         ensure!(
             x.is_differentiable(),
@@ -116,7 +150,13 @@ pub fn gradcheck(
     let v: Vec<f32> = (0..output.size()).map(|_| rng.next_f32()).collect();
     let cotangent = output.f32_like(v.clone())?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let analytic = grad(&output, &refs, &cotangent, GradOptions::default())?;
+    // retained: the graph `f` built may reach graph state of the caller's, which is not ours
+    // to release
+    let keep = GradOptions {
+        retain_graph: true,
+        ..GradOptions::default()
+    };
+    let analytic = grad(&output, &refs, &cotangent, keep)?;
     drop(output);
 
     let _guard = no_grad();
@@ -146,22 +186,33 @@ pub fn gradcheck(
             let coord = coord_of(&dims, p);
             let orig = x.get(&coord)?;
             // The step scales with the value, and the difference quotient divides by the steps
-            // Float32 actually stored, not the nominal ones.
-            let step = options.eps * orig.to_f64().abs().max(1.0);
+            // Float32 actually stored, not the nominal ones. The guard puts the value back on
+            // every way out, an error or a panic of `f` included.
+            let step = eps * orig.to_f64().abs().max(1.0);
+            let restore = Restore {
+                x,
+                coord: &coord,
+                orig,
+            };
             x.set(&coord, orig.to_f64() + step)?;
             let up = x.get(&coord)?.to_f64();
-            let plus = project(inputs);
+            let plus = project(inputs)?;
             x.set(&coord, orig.to_f64() - step)?;
             let down = x.get(&coord)?.to_f64();
-            let minus = project(inputs);
-            x.set(&coord, orig)?;
-            let numeric = (plus? - minus?) / (up - down);
+            let minus = project(inputs)?;
+            drop(restore);
+            let numeric = (plus - minus) / (up - down);
             slots_checked += 1;
-            // every logical position sharing this slot must carry the slot's derivative
+            // every logical position sharing this slot must carry the slot's derivative; a
+            // value that is not finite (NaN compares as no error) fails
             for (q, _) in slots.iter().enumerate().filter(|(_, &s)| s == slot) {
                 let err = (f64::from(a[q]) - numeric).abs();
+                let (err, excess) = if err.is_finite() {
+                    (err, err - (atol + rtol * numeric.abs()))
+                } else {
+                    (f64::INFINITY, f64::INFINITY)
+                };
                 max_abs_error = max_abs_error.max(err);
-                let excess = err - (options.atol + options.rtol * numeric.abs());
                 if excess > 0.0 && worst.as_ref().is_none_or(|w| excess > w.0) {
                     worst = Some((excess, i, coord_of(&dims, q), f64::from(a[q]), numeric));
                 }
@@ -180,6 +231,20 @@ pub fn gradcheck(
         slots_checked,
         max_abs_error,
     })
+}
+
+/// Puts one perturbed input element back when dropped.
+struct Restore<'a> {
+    x: &'a Tensor,
+    coord: &'a [usize],
+    orig: crate::Scalar,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        // the coordinate was read a moment ago, so the write succeeds
+        let _ = self.x.set(self.coord, self.orig);
+    }
 }
 
 #[cfg(test)]
