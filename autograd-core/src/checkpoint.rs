@@ -259,9 +259,13 @@ impl Operation for Checkpoint {
 
 /// Fails with `Error::Runtime` when the graph of the replayed `output` reaches a tensor with a
 /// node recorded before the replay began (graph state the region captured from outside) or
-/// one of the original `inputs` (which the region must read through its arguments). Walks the
+/// one of the original `inputs` (which the region must read through its arguments), or when
+/// the output is one of those inputs itself (its gradient would be lost). Walks the
 /// replay's nodes once each, iteratively.
 fn ensure_closed(output: &Tensor, inputs: &[Tensor], start: NodeId) -> Result<()> {
+    if let Some(i) = inputs.iter().position(|x| x.same_tensor(output)) {
+        bail!(Runtime, "checkpoint: recompute returned input {i} itself, not a result computed from the argument standing for it; its gradient would be lost");
+    }
     let mut seen = IdSet::default();
     let mut stack: Vec<_> = output.autograd_ctx().into_iter().collect();
     if stack.iter().any(|n| n.id() < start) {

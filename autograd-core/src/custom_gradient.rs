@@ -57,6 +57,12 @@ pub fn custom_gradient<F>(output: Tensor, inputs: &[&Tensor], vjp: F) -> Result<
 where
     F: Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 {
+    ensure!(
+        output.is_differentiable(),
+        Runtime,
+        "custom_gradient: the output is a {} tensor, which carries no autograd node; only a Float32 output can",
+        output.dtype()
+    );
     ensure_one_class(&output, inputs)?;
     let Some(recording) = Recording::begin(inputs) else {
         return Ok(output);

@@ -221,6 +221,17 @@ fn recompute_reading_the_original_input_is_refused() {
 }
 
 #[test]
+fn recompute_returning_the_original_input_is_refused_not_left_without_a_gradient() {
+    let x = input(2, 3, 6);
+    let original = x.clone();
+    let y = checkpoint(&[&x], &[], move |_| Ok(original.clone())).unwrap();
+    let e = sum(&y).unwrap().backward().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Runtime, "{e}");
+    assert!(e.message().contains("returned input 0 itself"), "{e}");
+    assert_eq!(grad_vals(&x), None);
+}
+
+#[test]
 fn a_replay_that_changes_shape_is_refused() {
     let x = input(4, 3, 7);
     let runs = Arc::new(AtomicUsize::new(0));

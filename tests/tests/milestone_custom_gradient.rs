@@ -181,6 +181,14 @@ fn none_positions_are_allowed_for_inputs_without_gradients() {
 }
 
 #[test]
+fn an_output_that_cannot_carry_a_node_is_refused_not_left_constant() {
+    let x = t(&[2.0, 3.0], &[2]);
+    let value = Tensor::from_vec(vec![4.0f64, 6.0], autograd_core::shape![2]).unwrap();
+    let r = custom_gradient(value, &[&x], |g| Ok(vec![Some(g.clone())]));
+    assert_eq!(kind(r), ErrorKind::Runtime);
+}
+
+#[test]
 fn a_mismatched_carrier_class_is_a_value_error() {
     let x = t(&[2.0, 3.0], &[2]);
     let y = t(&[4.0, 5.0], &[2]);
