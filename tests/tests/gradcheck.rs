@@ -81,6 +81,13 @@ fn inputs_sharing_storage_bad_options_and_no_grad_are_refused_before_perturbing(
     let e = gradcheck(|xs| mul(&xs[0], &xs[1]), &[a.clone(), b], OPTS).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Value, "{e}");
     assert!(e.to_string().contains("share storage"), "{e}");
+    // the same tensor twice is fine (its gradient is its total either way), and so are two
+    // views of one carrier that share no slot
+    gradcheck(|xs| mul(&xs[0], &xs[1]), &[a.clone(), a.clone()], OPTS).unwrap();
+    let whole = t(&[1.0, 2.0, 3.0, 4.0], &[4]);
+    let left = whole.narrow(0, 0, 2).unwrap().detach();
+    let right = whole.narrow(0, 2, 2).unwrap().detach();
+    gradcheck(|xs| mul(&xs[0], &xs[1]), &[left, right], OPTS).unwrap();
     let version = a.carrier().unwrap().version();
     for bad in [
         GradcheckOptions { eps: 0.0, ..OPTS },
