@@ -80,8 +80,8 @@ fn coord_of(dims: &[usize], mut index: usize) -> Vec<usize> {
 /// Perturbing writes the inputs in place (and restores them, also when `f` fails or panics), so
 /// their versions change: a graph the caller built on them before the check can no longer be
 /// traversed. No other graph is released. A non-finite value on either side fails the check.
-/// Inputs that share storage (perturbing one would move another), invalid options and a call
-/// under `no_grad` are refused before anything is perturbed.
+/// Different inputs over the same storage slots (perturbing one would move another), invalid
+/// options and a call under `no_grad` are refused before anything is perturbed.
 ///
 /// ```
 /// use autograd_core::{gradcheck, GradcheckOptions, Tensor, shape};
@@ -184,7 +184,7 @@ pub fn gradcheck(
             None => vec![0.0; x.size()],
         };
         let dims = x.dims();
-        let sub = x.single()?;
+        let sub = &pieces[i];
         let slots = sub.layout.offsets();
         let mut done = std::collections::HashSet::new();
         for (p, &slot) in slots.iter().enumerate() {

@@ -738,9 +738,9 @@ fn drop_node(node: Node) {
                 }
             }
         });
-        // `node` is dropped here: what its own fields held comes back through `PENDING`.
+        // `node` is dropped here: what its own fields held waits in `PENDING` until the stack
+        // runs dry (one thread-local look per batch, not per node)
         drop(node);
-        stack.extend(handed_over());
     }
     drop(draining);
 }
