@@ -278,6 +278,29 @@ fn float64_and_int32_tensors_compute_without_a_node() {
 }
 
 #[test]
+fn float64_gelu_is_exact_to_double_precision() {
+    // x Phi(x) against erf by its series, well inside f64 precision (the Float32 fit of erf
+    // was off by 1e-7 here)
+    let xs = [-2.5f64, -1.0, -0.3, 0.0, 0.7, 1.0, 2.9];
+    let x = Tensor::from_vec(xs.to_vec(), autograd_core::shape![7]).unwrap();
+    let got = gelu(&x).unwrap().values::<f64>().unwrap();
+    for (&x, &y) in xs.iter().zip(&got) {
+        let want = 0.5 * x * (1.0 + erf_ref(x * std::f64::consts::FRAC_1_SQRT_2));
+        assert!((y - want).abs() <= 1e-15, "gelu({x}) = {y}, want {want}");
+    }
+    // and the tanh form with its constants in double precision
+    let got = gelu_tanh(&x).unwrap().values::<f64>().unwrap();
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    for (&x, &y) in xs.iter().zip(&got) {
+        let want = 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh());
+        assert!(
+            (y - want).abs() <= 1e-15,
+            "gelu_tanh({x}) = {y}, want {want}"
+        );
+    }
+}
+
+#[test]
 fn clamp_with_crossed_or_nan_bounds_is_a_value_error_that_changes_nothing() {
     let x = t(&[0.5, 1.5], &[2]);
     assert_eq!(kind(clamp(&x, 1.0, 0.0)), ErrorKind::Value);

@@ -15,9 +15,9 @@ use crate::kernel::map;
 use crate::{differentiable, Tensor};
 
 /// `sqrt(2 / pi)`, the scale inside the tanh approximation of GELU.
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 /// The cubic coefficient of the tanh approximation of GELU.
-const GELU_CUBIC: f32 = 0.044_715;
+const GELU_CUBIC: f64 = 0.044_715;
 /// `1 / sqrt(2 pi)`, the standard normal density at 0.
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
@@ -188,7 +188,7 @@ pub fn gelu(a: &Tensor) -> Result<Tensor> {
         })?))
     }
     real!("gelu", a, T => {
-        let (half, one, r) = (T::from_f32(0.5), T::from_f32(1.0), T::from_f32(std::f32::consts::FRAC_1_SQRT_2));
+        let (half, one, r) = (T::from_f32(0.5), T::from_f32(1.0), T::from_f64(std::f64::consts::FRAC_1_SQRT_2));
         map(a, move |x: T| half.times(x).times(one.plus(x.times(r).erf_())))
     })
 }
@@ -199,14 +199,19 @@ pub fn gelu(a: &Tensor) -> Result<Tensor> {
 pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
     // u = c (x + k x^3), t = tanh u: d (x (1 + t) / 2) = (1 + t) / 2 + x (1 - t^2) c (1 + 3k x^2) / 2
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            let t = super::num::tanh_f32(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x));
-            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
-            g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
-        })?))
+        let (c, k) = (SQRT_2_OVER_PI as f32, GELU_CUBIC as f32);
+        Ok(Some(crate::batch::zip_with(
+            g,
+            a,
+            move |g: f32, x: f32| {
+                let t = super::num::tanh_f32(c * (x + k * x * x * x));
+                let du = c * (1.0 + 3.0 * k * x * x);
+                g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+            },
+        )?))
     }
     real!("gelu_tanh", a, T => {
-        let (half, one, c, k) = (T::from_f32(0.5), T::from_f32(1.0), T::from_f32(SQRT_2_OVER_PI), T::from_f32(GELU_CUBIC));
+        let (half, one, c, k) = (T::from_f32(0.5), T::from_f32(1.0), T::from_f64(SQRT_2_OVER_PI), T::from_f64(GELU_CUBIC));
         map(a, move |x: T| {
             let u = c.times(x.plus(k.times(x).times(x).times(x)));
             half.times(x).times(one.plus(u.tanh_()))
