@@ -1,5 +1,12 @@
 //! In-place mutation. Each successful call bumps the version of every carrier it writes, once;
 //! a failed call writes nothing.
+//!
+//! On a tensor whose elements share storage slots (a broadcast view, overlapping pieces) the
+//! two kinds of write differ on purpose. `set`, `set_coord` and `fill` write storage slots: a
+//! shared slot is written once and every element reading it sees the value (so a broadcast
+//! leaf can be perturbed per slot, as its gradient is summed per slot). `copy_from`, `add_`
+//! and `scale_` give each element its own new value, which a shared slot cannot hold, so they
+//! refuse such targets with `Error::Value`.
 
 use std::sync::Arc;
 
@@ -71,6 +78,7 @@ impl Tensor {
     }
 
     /// Assigns `value` at a coordinate with one entry per top-level mode (`t[i, j] = value`).
+    /// On a broadcast view this writes the shared slot, which every element reading it sees.
     pub fn set(&self, coord: &[usize], value: impl Into<Scalar>) -> Result<()> {
         let dtype = self.storage_dtype()?;
         let (part, off) = self.locate(coord)?;
@@ -86,7 +94,7 @@ impl Tensor {
         sub.carrier.write(&[(off, value.into().cast(&dtype)?)])
     }
 
-    /// Assigns `value` to every element.
+    /// Assigns `value` to every element (every storage slot the tensor reads).
     pub fn fill(&self, value: impl Into<Scalar>) -> Result<()> {
         let v = value.into().cast(&self.storage_dtype()?)?;
         if let (Scalar::F32(x), Some(fast)) = (v, self.f32_in_place()) {

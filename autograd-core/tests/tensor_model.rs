@@ -773,6 +773,19 @@ fn writes_into_a_broadcast_view_are_rejected() {
 }
 
 #[test]
+fn element_writes_into_a_broadcast_view_write_the_shared_slot() {
+    let row = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3]).unwrap();
+    let b = row.broadcast_to(&[2, 3]).unwrap();
+    b.set(&[1, 0], 9.0f32).unwrap();
+    assert_eq!(f32s(&b), vec![9.0, 2.0, 3.0, 9.0, 2.0, 3.0]);
+    assert_eq!(f32s(&row), vec![9.0, 2.0, 3.0]);
+    b.fill(4.0f32).unwrap();
+    assert_eq!(f32s(&row), vec![4.0; 3]);
+    // one bump per call
+    assert_eq!(version(&row), 2);
+}
+
+#[test]
 fn writes_into_overlapping_subtensors_are_rejected() {
     // two pieces over the same storage: the assembled tensor is not injective
     let x = Tensor::from_vec(vec![1.0f32, 2.0], shape![1, 2]).unwrap();
