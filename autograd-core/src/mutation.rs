@@ -64,8 +64,34 @@ impl Tensor {
                 );
             }
         }
-        for (c, w) in groups {
-            c.write(&w)?;
+        // A carrier class may still refuse a validated write; the carriers written before it
+        // then get their old values back, so a failed call leaves every element as it was
+        // (their versions do move on: a graph that saved them refuses, which is safe).
+        let old: Vec<Vec<(usize, Scalar)>> = if groups.len() > 1 {
+            groups
+                .iter()
+                .map(|(c, w)| w.iter().map(|&(o, _)| Ok((o, c.read(o)?))).collect())
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        for (k, (c, w)) in groups.iter().enumerate() {
+            if let Err(e) = c.write(w) {
+                let undone = groups[..k]
+                    .iter()
+                    .zip(&old)
+                    .try_for_each(|((c, _), w)| c.write(w));
+                return Err(match undone {
+                    Ok(()) => e.context(format!(
+                        "writing {} (the {k} carriers written before it were restored)",
+                        c.id()
+                    )),
+                    Err(u) => e.context(format!(
+                        "writing {}; restoring the carriers written before it failed too ({u}), so they hold the new values",
+                        c.id()
+                    )),
+                });
+            }
         }
         Ok(())
     }

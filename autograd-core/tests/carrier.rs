@@ -2,7 +2,7 @@
 //! show that tensors work over storage the library does not know.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use autograd_core::{
@@ -145,6 +145,8 @@ struct TestCarrier {
     id: CarrierId,
     version: AtomicU64,
     reads: AtomicUsize,
+    /// When set, every write fails after the library validated it.
+    frozen: AtomicBool,
     data: Mutex<Buffer>,
 }
 
@@ -154,6 +156,7 @@ impl TestCarrier {
             id: CarrierId::fresh(),
             version: AtomicU64::new(0),
             reads: AtomicUsize::new(0),
+            frozen: AtomicBool::new(false),
             data: Mutex::new(data),
         })
     }
@@ -199,6 +202,11 @@ impl Carrier for TestCarrier {
         self.data.lock().unwrap().clone()
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
+        ensure!(
+            !self.frozen.load(Ordering::SeqCst),
+            Runtime,
+            "this storage is frozen"
+        );
         let mut data = self.data.lock().unwrap();
         let mut copy = data.clone();
         for &(o, v) in writes {
@@ -228,6 +236,35 @@ fn test_tensor(values: Vec<f32>, dims: &[usize]) -> Tensor {
 
 fn is_test_class(c: &Arc<dyn Carrier>) -> bool {
     c.as_any().downcast_ref::<TestCarrier>().is_some()
+}
+
+#[test]
+fn a_write_a_carrier_refuses_late_leaves_the_other_pieces_as_they_were() {
+    let cpu = Tensor::from_vec(vec![1.0f32, 2.0], autograd_core::shape![1, 2]).unwrap();
+    let custom = test_tensor(vec![3.0, 4.0, 5.0, 6.0], &[2, 2]);
+    let t = Tensor::from_subtensors(&[cpu.clone(), custom.clone()]).unwrap();
+    let c = custom.carrier().unwrap();
+    let tc = c.as_any().downcast_ref::<TestCarrier>().unwrap();
+    tc.frozen.store(true, Ordering::SeqCst);
+    let src = Tensor::from_vec(vec![9.0f32; 6], autograd_core::shape![3, 2]).unwrap();
+    for (name, r) in [
+        ("fill", t.fill(0.0f32)),
+        ("copy_from", t.copy_from(&src)),
+        ("scale_", t.scale_(2.0)),
+    ] {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Runtime, "{name}");
+        assert!(e.message().contains("were restored"), "{name}: {e}");
+        assert_eq!(cpu.values::<f32>().unwrap(), [1.0, 2.0], "{name}");
+        assert_eq!(
+            custom.values::<f32>().unwrap(),
+            [3.0, 4.0, 5.0, 6.0],
+            "{name}"
+        );
+    }
+    tc.frozen.store(false, Ordering::SeqCst);
+    t.fill(0.5f32).unwrap();
+    assert_eq!(t.values::<f32>().unwrap(), [0.5; 6]);
 }
 
 #[test]
