@@ -10,7 +10,7 @@ use crate::error::{bail, ensure, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
 use crate::layout::Layout;
-use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved};
+use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved, TraversalToken};
 use crate::profile::BackwardProfile;
 use crate::tensor::Tensor;
 
@@ -74,17 +74,18 @@ pub(crate) struct Plan {
     /// The slot of the differentiated result of the root.
     root_slot: usize,
     order: Vec<u32>,
-    /// Set by [`Claim::finish`]: dropping the plan releases the claimed nodes.
-    release: Cell<bool>,
+    /// Set by [`Claim::finish`] to its traversal: dropping the plan releases the nodes that
+    /// traversal claimed.
+    release: Cell<Option<TraversalToken>>,
 }
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        if !self.release.get() {
+        let Some(me) = self.release.get() else {
             return;
-        }
+        };
         for step in std::mem::take(&mut self.steps) {
-            drop(step.node.saved().release_claimed());
+            drop(step.node.saved().release_claimed(me));
         }
     }
 }
@@ -262,7 +263,7 @@ impl Plan {
             outputs,
             root_slot,
             order,
-            release: Cell::new(false),
+            release: Cell::new(None),
         })
     }
 
@@ -323,6 +324,8 @@ impl Plan {
 /// claim makes every claimed node live again, so a failed traversal releases nothing.
 pub(crate) struct Claim<'p> {
     plan: &'p Plan,
+    /// Whose claims these are.
+    token: TraversalToken,
     claimed: Vec<bool>,
     finished: bool,
 }
@@ -332,6 +335,7 @@ impl<'p> Claim<'p> {
     pub(crate) fn begin(plan: &'p Plan) -> Result<Claim<'p>> {
         let mut claim = Claim {
             plan,
+            token: TraversalToken::fresh(),
             claimed: vec![false; plan.steps.len()],
             finished: false,
         };
@@ -345,7 +349,7 @@ impl<'p> Claim<'p> {
         shared.sort_unstable();
         for (_, i) in shared {
             let node = &plan.steps[i].node;
-            node.saved().claim_waiting(node.name())?;
+            node.saved().claim_waiting(node.name(), claim.token)?;
             claim.claimed[i] = true;
         }
         Ok(claim)
@@ -358,7 +362,7 @@ impl<'p> Claim<'p> {
             return Ok(());
         }
         let node = &self.plan.steps[i].node;
-        node.saved().claim(node.name())?;
+        node.saved().claim(node.name(), self.token)?;
         self.claimed[i] = true;
         Ok(())
     }
@@ -374,7 +378,7 @@ impl<'p> Claim<'p> {
     /// Keeps the graph released: the plan releases the claimed nodes when it is dropped.
     pub(crate) fn finish(mut self) {
         self.finished = true;
-        self.plan.release.set(true);
+        self.plan.release.set(Some(self.token));
     }
 }
 
@@ -385,7 +389,7 @@ impl Drop for Claim<'_> {
         }
         for (i, &claimed) in self.claimed.iter().enumerate() {
             if claimed {
-                self.plan.steps[i].node.saved().unclaim();
+                self.plan.steps[i].node.saved().unclaim(self.token);
             }
         }
     }
@@ -558,7 +562,10 @@ fn propagate_with(
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        let claiming = claim.as_deref().is_some_and(|c| !c.claimed[i as usize]);
+        let claiming = claim
+            .as_deref()
+            .filter(|c| !c.claimed[i as usize])
+            .map(|c| c.token);
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
@@ -625,13 +632,13 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// validates each gradient against its input (spec: cotangent layouts must address the target
 /// exactly). Hands `(input index, input, gradient per logical position)` to `each` for every
 /// needed input that received one. `needed` and `each` run while the node's saved state is
-/// locked, so they must not touch the node. With `claim`, a successful run also claims the
-/// node for release, under the same lock. Returns `false`, having run nothing, for batched
+/// locked, so they must not touch the node. With a `claim` token, a successful run also claims
+/// the node for that traversal's release, under the same lock. Returns `false`, having run nothing, for batched
 /// cotangents of a node with several results.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
-    claim: bool,
+    claim: Option<TraversalToken>,
     needed: impl Fn(usize, &Tensor) -> bool,
     grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
@@ -713,8 +720,10 @@ pub(crate) fn run_vjp(
         );
     };
     match failure {
-        None if claim && !claimed => Err(node.saved().released_error(node.name())),
-        None => Ok(true),
+        None => match claim.filter(|_| !claimed) {
+            Some(me) => Err(node.saved().claim_error(node.name(), me)),
+            None => Ok(true),
+        },
         Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(
             Value,

@@ -265,7 +265,7 @@ impl Saved {
 struct Slot {
     /// `None` once released.
     saved: Option<Saved>,
-    /// The [`thread_token`] of the traversal holding the claim, 0 when unclaimed (always 0
+    /// The [`TraversalToken`] of the traversal holding the claim, 0 when unclaimed (always 0
     /// once released).
     claimed_by: u64,
 }
@@ -275,24 +275,59 @@ impl Slot {
         self.saved.as_ref()
     }
 
-    /// Claims live, unclaimed state for the thread `me`; answers whether it did. A thread
-    /// without a token (0: it is exiting) claims as [`Slot::ANONYMOUS`], which no thread
-    /// owns.
-    fn claim_for(&mut self, me: u64) -> bool {
+    /// Claims live, unclaimed state for the traversal `me`; answers whether it did.
+    fn claim_for(&mut self, me: TraversalToken) -> bool {
         let free = self.saved.is_some() && self.claimed_by == 0;
         if free {
-            self.claimed_by = if me == 0 { Slot::ANONYMOUS } else { me };
+            self.claimed_by = me.0;
         }
         free
     }
-
-    /// The claim of a thread that has no [`thread_token`].
-    const ANONYMOUS: u64 = u64::MAX;
 
     /// Discards the saved state.
     fn release(&mut self) -> Option<Saved> {
         self.claimed_by = 0;
         self.saved.take()
+    }
+}
+
+/// The identity of one releasing traversal: its thread's number in the high half (so that a
+/// claim held by an enclosing traversal of the same thread is told from one a traversal of
+/// another thread holds) and the thread's count of traversals in the low half. Never 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TraversalToken(u64);
+
+impl TraversalToken {
+    /// A token for a new traversal of the current thread.
+    pub(crate) fn fresh() -> TraversalToken {
+        static ANONYMOUS: AtomicU64 = AtomicU64::new(0);
+        thread_local! {
+            static COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        // A thread that is exiting (or the four-billionth) shares the top number; its claims
+        // then count as this thread's, which fails fast instead of waiting.
+        let thread = u32::try_from(thread_token())
+            .ok()
+            .filter(|&t| t != 0)
+            .unwrap_or(u32::MAX);
+        let count = COUNT
+            .try_with(|c| {
+                let n = c.get().wrapping_add(1);
+                c.set(n);
+                n
+            })
+            .unwrap_or_else(|_| {
+                // truncation intended: the count only tells one thread's traversals apart
+                #[allow(clippy::cast_possible_truncation)]
+                let n = ANONYMOUS.fetch_add(1, Ordering::Relaxed) as u32;
+                n
+            });
+        TraversalToken((u64::from(thread) << 32) | u64::from(count))
+    }
+
+    /// Whether the claim `other` belongs to a traversal of this token's thread.
+    fn same_thread(self, other: u64) -> bool {
+        self.0 >> 32 == other >> 32
     }
 }
 
@@ -447,13 +482,13 @@ impl SavedState {
         }
     }
 
-    /// [`SavedState::with`], then, when `claim`, under the same lock, claims the state for
-    /// a traversal of this thread (see [`SavedState::claim`]); answers whether it holds the
-    /// claim. `f` says whether to go on to the claim (`None`: it succeeded).
+    /// [`SavedState::with`], then, with a traversal token, under the same lock, claims the
+    /// state for that traversal (see [`SavedState::claim`]); answers whether the traversal
+    /// holds the claim. `f` says whether to go on to the claim (`None`: it succeeded).
     pub(crate) fn with_then_claim<F>(
         &self,
         op: &str,
-        claim: bool,
+        claim: Option<TraversalToken>,
         f: impl FnOnce(&Saved) -> Option<F>,
     ) -> Result<(Option<F>, bool)> {
         let mut slot = self.lock();
@@ -461,12 +496,24 @@ impl SavedState {
             return Err(self.released_error(op));
         };
         let failure = f(saved);
-        if !claim || failure.is_some() {
+        let Some(me) = claim.filter(|_| failure.is_none()) else {
             return Ok((failure, false));
-        }
-        let me = thread_token();
-        let claimed = slot.claim_for(me) || (me != 0 && slot.claimed_by == me);
+        };
+        let claimed = slot.claim_for(me) || slot.claimed_by == me.0;
         Ok((None, claimed))
+    }
+
+    /// Why the traversal `me` could not claim this node: it was released, or an enclosing
+    /// traversal of this thread (one whose VJP is running `me`) holds it.
+    pub(crate) fn claim_error(&self, op: &str, me: TraversalToken) -> crate::Error {
+        let holder = self.lock().claimed_by;
+        if holder != 0 && holder != me.0 && me.same_thread(holder) {
+            return crate::Error::Runtime(format!(
+                "the graph of {op} (recorded at {}) is being traversed by an enclosing backward on this thread, whose VJP is running this one; a traversal inside a VJP cannot release the graph that runs it: pass retain_graph=True to the inner traversal",
+                self.location
+            ));
+        }
+        self.released_error(op)
     }
 
     /// The error for a traversal that reaches this node after its graph was released.
@@ -482,13 +529,13 @@ impl SavedState {
         self.lock().release()
     }
 
-    /// Marks the state as claimed by a traversal of this thread that will release it; fails
-    /// when it was released or another traversal claimed it first.
-    pub(crate) fn claim(&self, op: &str) -> Result<()> {
-        if self.lock().claim_for(thread_token()) {
+    /// Marks the state as claimed by the traversal `me`, which will release it; fails when it
+    /// was released or another traversal claimed it first.
+    pub(crate) fn claim(&self, op: &str, me: TraversalToken) -> Result<()> {
+        if self.lock().claim_for(me) {
             Ok(())
         } else {
-            Err(self.released_error(op))
+            Err(self.claim_error(op, me))
         }
     }
 
@@ -496,40 +543,43 @@ impl SavedState {
     /// for it to finish (the node is then released, and this fails) or to fail (the claim is
     /// then this one's). Traversals take these claims in one global order (by node id), so
     /// two of them never wait for each other, and exactly one of two racing traversals wins.
-    pub(crate) fn claim_waiting(&self, op: &str) -> Result<()> {
-        let me = thread_token();
+    /// A claim of an enclosing traversal of this thread fails at once: that traversal cannot
+    /// finish while this one runs inside it.
+    pub(crate) fn claim_waiting(&self, op: &str, me: TraversalToken) -> Result<()> {
         let mut spins = 0u32;
         loop {
-            let outcome = {
+            let wait = {
                 let mut slot = self.lock();
                 if slot.claim_for(me) {
-                    Some(true)
-                } else if slot.saved.is_some() && slot.claimed_by != me && me != 0 {
-                    None
-                } else {
-                    Some(false)
+                    return Ok(());
                 }
+                slot.saved.is_some() && !me.same_thread(slot.claimed_by)
             };
-            match outcome {
-                Some(true) => return Ok(()),
-                Some(false) => return Err(self.released_error(op)),
-                None if spins < 64 => std::thread::yield_now(),
-                None => std::thread::sleep(std::time::Duration::from_micros(50)),
+            if !wait {
+                return Err(self.claim_error(op, me));
+            }
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
             spins = spins.saturating_add(1);
         }
     }
 
-    /// Gives up a claim (the claiming traversal failed): the state is live again, unless
-    /// someone released the node meanwhile.
-    pub(crate) fn unclaim(&self) {
-        self.lock().claimed_by = 0;
+    /// Gives up `me`'s claim (its traversal failed): the state is live again, unless someone
+    /// released the node meanwhile. Another traversal's claim is left alone.
+    pub(crate) fn unclaim(&self, me: TraversalToken) {
+        let mut slot = self.lock();
+        if slot.claimed_by == me.0 {
+            slot.claimed_by = 0;
+        }
     }
 
-    /// Releases claimed state, returning it so the caller drops it outside the lock.
-    pub(crate) fn release_claimed(&self) -> Option<Saved> {
+    /// Releases the state `me` claimed, returning it so the caller drops it outside the lock.
+    pub(crate) fn release_claimed(&self, me: TraversalToken) -> Option<Saved> {
         let mut slot = self.lock();
-        if slot.claimed_by == 0 {
+        if slot.claimed_by != me.0 {
             return None;
         }
         slot.release()

@@ -156,3 +156,58 @@ fn two_threads_racing_over_one_graph_commit_once() {
     );
     assert!(y.autograd_ctx().unwrap().is_released());
 }
+
+/// An identity op whose VJP runs a releasing `backward` of `inner` and keeps its outcome.
+struct Reentrant {
+    saved: SavedState,
+    inner: Tensor,
+    outcome: Arc<Mutex<Option<Result<()>>>>,
+}
+
+impl Operation for Reentrant {
+    fn name(&self) -> &'static str {
+        "reentrant"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let r = self.inner.backward();
+        *self.outcome.lock().expect("not poisoned") = Some(r);
+        Ok(vec![Some(g.clone())])
+    }
+}
+
+#[test]
+fn a_releasing_backward_inside_a_vjp_cannot_take_the_enclosing_traversals_nodes() {
+    let x = t(&[1.0, -3.0], &[2]);
+    let h = mul_scalar(&x, 2.0).unwrap();
+    // `inner` shares h's node with the outer graph
+    let inner = sum(&h).unwrap();
+    let outcome = Arc::new(Mutex::new(None));
+    let y = record(h.contiguous().unwrap(), &[&h], Vec::new(), |saved| {
+        Reentrant {
+            saved,
+            inner: inner.clone(),
+            outcome: outcome.clone(),
+        }
+    });
+    let loss = sum(&y).unwrap();
+    loss.backward().unwrap();
+    // the inner traversal failed at once, naming the enclosing one, and released nothing ...
+    let inner_result = outcome.lock().unwrap().take().expect("the VJP ran");
+    let e = inner_result.unwrap_err();
+    assert_eq!(e.kind(), autograd_core::ErrorKind::Runtime);
+    assert!(e.message().contains("enclosing backward"), "{e}");
+    assert!(!inner.autograd_ctx().unwrap().is_released());
+    // ... while the outer one committed once and released its whole graph
+    assert_eq!(grad_vals(&x), Some(vec![2.0, 2.0]));
+    assert!(h.autograd_ctx().unwrap().is_released());
+    assert!(loss.autograd_ctx().unwrap().is_released());
+    // the inner graph can no longer be traversed through h's released node
+    assert!(inner
+        .backward()
+        .unwrap_err()
+        .message()
+        .contains("already released"));
+}

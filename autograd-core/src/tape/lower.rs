@@ -245,7 +245,7 @@ fn operation_vjp(
     run_vjp(
         op,
         Cotangent::One(g.clone()),
-        false,
+        None,
         |_, _| true,
         &mut Vec::new(),
         |j, _, gi| {
