@@ -643,10 +643,11 @@ pub(crate) fn run_vjp(
     grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<bool> {
-    // One lock for the version check and the mask; most nodes have at most four inputs.
+    // The mask under one lock; most nodes have at most four inputs. Versions are checked
+    // after the VJP ran, which also catches a write made before it.
     let mut small = [false; 4];
     let mut large = Vec::new();
-    let (n, modified) = node.saved().with(node.name(), |s| {
+    let n = node.saved().with(node.name(), |s| {
         let n = s.inputs.len();
         let mask: &mut [bool] = if n <= small.len() {
             &mut small[..n]
@@ -657,11 +658,8 @@ pub(crate) fn run_vjp(
         for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
             *m = input.is_differentiable() && needed(j, input);
         }
-        (n, modification(s))
+        n
     })?;
-    if let Some(m) = modified {
-        return Err(modified_error(node, m));
-    }
     let mask: &[bool] = if n <= small.len() {
         &small[..n]
     } else {
@@ -682,7 +680,13 @@ pub(crate) fn run_vjp(
                 .map(|v| *grads = v)
             }
         }
-        .map_err(|e| e.context(format!("backward of {}", describe_node(node))))?;
+        .map_err(|e| {
+            // a VJP that failed on modified inputs reports the modification
+            match node.saved().with(node.name(), modification) {
+                Ok(Some(m)) => modified_error(node, m),
+                _ => e.context(format!("backward of {}", describe_node(node))),
+            }
+        })?;
     }
     // No method of the node runs while its state is locked (one may read its own state):
     // failures are described after the lock is released.

@@ -163,3 +163,43 @@ fn backward_rejects_storage_modified_after_the_forward_pass__a_mutation_of_any_c
     assert_eq!(grad_vals(&a), None);
     assert_eq!(grad_vals(&b), None);
 }
+
+/// Identity whose VJP refuses a saved input holding a non-finite value.
+struct Picky {
+    saved: autograd_core::SavedState,
+}
+
+impl autograd_core::Operation for Picky {
+    fn name(&self) -> &'static str {
+        "picky"
+    }
+    fn saved(&self) -> &autograd_core::SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> autograd_core::Result<Vec<Option<Tensor>>> {
+        let x = self.saved.with(self.name(), |s| s.input(0).clone())?;
+        autograd_core::ensure!(
+            x.values::<f32>()?.iter().all(|v| v.is_finite()),
+            Value,
+            "picky: a saved value is not finite"
+        );
+        Ok(vec![Some(g.clone())])
+    }
+}
+
+#[test]
+fn backward_rejects_storage_modified_after_the_forward_pass__a_vjp_failing_on_modified_inputs_reports_the_modification(
+) {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = autograd_core::record(x.contiguous().unwrap(), &[&x], Vec::new(), |saved| Picky {
+        saved,
+    });
+    x.set(&[0], f32::NAN).unwrap();
+    expect_err(
+        y.backward_with(Some(&t(&[1.0; 2], &[2])), false),
+        ErrorKind::Runtime,
+        &["in-place modification"],
+    );
+    assert!(x.grad().unwrap().is_none());
+    assert!(!y.autograd_ctx().unwrap().is_released());
+}
