@@ -12,7 +12,7 @@ use autograd_ops::{
     clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Linear, Optimizer, Sgd, SgdConfig,
 };
 use autograd_tests::{grad_vals, noise, strided, t, vals};
-use spec_support::{expect_err, on_test_carrier, tc};
+use spec_support::{expect_err, on_test_carrier, refuse_writes, tc};
 
 fn version(p: &Tensor) -> u64 {
     p.carrier().unwrap().version()
@@ -716,4 +716,98 @@ fn a_gradient_sharing_the_parameters_storage_is_read_before_the_write() {
     let mut opt = Sgd::new(vec![p.clone()], config).unwrap();
     opt.step_with(&[Some(p.clone())]).unwrap();
     assert_eq!(vals(&p), [1.0, -2.0]);
+}
+
+#[test]
+fn a_step_a_carrier_refuses_changes_no_parameter_and_no_state() {
+    let cpu = t(&[1.0, 2.0], &[2]);
+    let (a, b) = (tc(&[3.0, 4.0], &[2]), tc(&[5.0, 6.0], &[2]));
+    let params = vec![cpu.clone(), a.clone(), b.clone()];
+    let g = || vec![Some(t(&[1.0, -1.0], &[2])); 3];
+    let cfg = AdamWConfig {
+        lr: 0.1,
+        weight_decay: 0.0,
+        ..AdamWConfig::default()
+    };
+    let mut opt = AdamW::new(params.clone(), cfg).unwrap();
+    let mut twin = AdamW::new(params.iter().map(|p| t(&vals(p), &[2])).collect(), cfg).unwrap();
+    opt.step_with(&g()).unwrap();
+    twin.step_with(&g()).unwrap();
+    // b refuses: a (stepped before it) and b get their values and moments back, cpu is untouched
+    refuse_writes(&b, true);
+    let before: Vec<Vec<f32>> = params.iter().map(vals).collect();
+    expect_err(
+        opt.step_with(&g()),
+        ErrorKind::Runtime,
+        &["refuses writes", "restored"],
+    );
+    assert_eq!(params.iter().map(vals).collect::<Vec<_>>(), before);
+    assert_eq!((opt.steps(0), opt.steps(1), opt.steps(2)), (1, 1, 1));
+    // the next step is the second step of a run that never failed
+    refuse_writes(&b, false);
+    opt.step_with(&g()).unwrap();
+    twin.step_with(&g()).unwrap();
+    for (p, q) in params.iter().zip(twin.params()) {
+        assert_eq!(vals(p), vals(q));
+    }
+
+    // SGD's momentum buffers likewise
+    let (a, b) = (tc(&[3.0, 4.0], &[2]), tc(&[5.0, 6.0], &[2]));
+    let mut sgd = Sgd::new(
+        vec![a.clone(), b.clone()],
+        SgdConfig {
+            lr: 0.1,
+            momentum: 0.9,
+            ..SgdConfig::default()
+        },
+    )
+    .unwrap();
+    let g2 = || vec![Some(t(&[1.0, -1.0], &[2])); 2];
+    sgd.step_with(&g2()).unwrap();
+    refuse_writes(&b, true);
+    assert!(sgd.step_with(&g2()).is_err());
+    assert_eq!(sgd.momentum_buffer(0), Some(&[1.0f32, -1.0][..]));
+    assert_eq!(sgd.momentum_buffer(1), Some(&[1.0f32, -1.0][..]));
+    assert_eq!(vals(&a), [2.9, 4.1]);
+}
+
+#[test]
+fn clipping_a_gradient_a_carrier_refuses_scales_nothing() {
+    let cpu = t(&[30.0, 40.0], &[2]);
+    let (a, b) = (tc(&[0.0, 0.0], &[2]), tc(&[0.0, 0.0], &[2]));
+    refuse_writes(&b, true);
+    let grads = [Some(cpu.clone()), Some(a.clone()), Some(b.clone())];
+    expect_err(
+        clip_grad_norm_of(&grads, 5.0),
+        ErrorKind::Runtime,
+        &["refuses writes"],
+    );
+    assert_eq!(vals(&cpu), [30.0, 40.0]);
+    refuse_writes(&b, false);
+    assert_eq!(clip_grad_norm_of(&grads, 5.0).unwrap(), 50.0);
+    assert_eq!(vals(&cpu), [3.0, 4.0]);
+}
+
+#[test]
+fn clipping_finite_gradients_whose_norm_overflows_f32_still_clips() {
+    let g = t(&[3.0e38, 3.0e38], &[2]);
+    let norm = clip_grad_norm_of(&[Some(g.clone())], 1.0).unwrap();
+    assert!(norm.is_infinite(), "the norm 4.2e38 is past f32::MAX");
+    let v = vals(&g);
+    let clipped = (f64::from(v[0]).powi(2) + f64::from(v[1]).powi(2)).sqrt();
+    assert!((clipped - 1.0).abs() < 1e-5, "{v:?}");
+}
+
+#[test]
+fn an_optimizer_of_no_parameters_is_refused() {
+    expect_err(
+        Sgd::new(Vec::new(), SgdConfig::default()),
+        ErrorKind::Value,
+        &["empty"],
+    );
+    expect_err(
+        AdamW::new(Vec::new(), AdamWConfig::default()),
+        ErrorKind::Value,
+        &["empty"],
+    );
 }

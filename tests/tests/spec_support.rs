@@ -5,7 +5,7 @@
 
 use std::any::{Any, TypeId};
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use autograd_core::{
@@ -20,6 +20,9 @@ use autograd_core::{
 pub struct TestCarrier {
     inner: CpuCarrier,
     allocations: Arc<AtomicUsize>,
+    /// While set, every write fails (after the library validated it), as read-only or
+    /// device storage may.
+    refuse_writes: Arc<AtomicBool>,
 }
 
 impl TestCarrier {
@@ -29,6 +32,7 @@ impl TestCarrier {
         let c = TestCarrier {
             inner: CpuCarrier::new(data),
             allocations: allocations.clone(),
+            refuse_writes: Arc::new(AtomicBool::new(false)),
         };
         (Arc::new(c), allocations)
     }
@@ -57,6 +61,9 @@ impl Carrier for TestCarrier {
         self.inner.to_buffer()
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
+        if self.refuse_writes.load(Ordering::SeqCst) {
+            return Err(Error::Runtime("this TestCarrier refuses writes".into()));
+        }
         self.inner.write(writes)
     }
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
@@ -64,6 +71,7 @@ impl Carrier for TestCarrier {
         Ok(Arc::new(TestCarrier {
             inner: CpuCarrier::new(data),
             allocations: self.allocations.clone(),
+            refuse_writes: Arc::new(AtomicBool::new(false)),
         }))
     }
     fn as_any(&self) -> &dyn Any {
@@ -81,6 +89,16 @@ pub fn tc_counted(values: &[f32], dims: &[usize]) -> (Tensor, Arc<AtomicUsize>) 
     let (carrier, count) = TestCarrier::shared(Buffer::F32(values.to_vec()));
     let t = Tensor::from_parts(carrier, Layout::row_major(dims).unwrap(), 0).unwrap();
     (t, count)
+}
+
+/// A switch that makes `t`'s [`TestCarrier`] refuse (or accept again) every write.
+pub fn refuse_writes(t: &Tensor, refuse: bool) {
+    let c = t.carrier().unwrap();
+    let tc = c
+        .as_any()
+        .downcast_ref::<TestCarrier>()
+        .expect("a TestCarrier tensor");
+    tc.refuse_writes.store(refuse, Ordering::SeqCst);
 }
 
 /// A Float32 tensor over a CPU carrier holding `storage`, seen through `layout` at offset 0.

@@ -3,7 +3,7 @@
 use autograd_core::{ensure, Result, Tensor};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
-use super::update::update;
+use super::update::{step_all, update};
 use super::Optimizer;
 
 /// The hyperparameters of [`AdamW`]; `Default` is PyTorch's (lr 1e-3, betas (0.9, 0.999),
@@ -32,7 +32,7 @@ impl Default for AdamWConfig {
 }
 
 /// The state of one parameter, from its first step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Moments {
     /// Steps taken with a gradient.
     step: u64,
@@ -121,8 +121,12 @@ impl Optimizer for AdamW {
         let (lr64, b1, b2) = (f64::from(lr), f64::from(beta1), f64::from(beta2));
         let decay = (1.0 - lr64 * f64::from(weight_decay)) as f32;
         let (w1, w2) = ((1.0 - b1) as f32, (1.0 - b2) as f32);
-        for ((p, g), state) in self.params.iter().zip(grads).zip(&mut self.moments) {
-            let Some(g) = g else { continue };
+        let scratch = &mut self.scratch;
+        let params = &self.params;
+        step_all(params, grads, &mut self.moments, |i, state| {
+            let (p, Some(g)) = (&params[i], &grads[i]) else {
+                return Ok(());
+            };
             let m = state.get_or_insert_with(|| Moments {
                 step: 0,
                 exp_avg: vec![0.0; p.size()],
@@ -132,10 +136,10 @@ impl Optimizer for AdamW {
             let t = i32::try_from(m.step).unwrap_or(i32::MAX);
             let step_size = (lr64 / (1.0 - b1.powi(t))) as f32;
             let bc2_sqrt = (1.0 - b2.powi(t)).sqrt() as f32;
-            let stepped = update(
+            update(
                 p,
                 g,
-                &mut self.scratch,
+                scratch,
                 [&mut m.exp_avg, &mut m.exp_avg_sq],
                 |p, g, [m, v]| {
                     *p *= decay;
@@ -144,13 +148,8 @@ impl Optimizer for AdamW {
                     let denom = v.sqrt() / bc2_sqrt + eps;
                     *p += -step_size * (*m / denom);
                 },
-            );
-            if stepped.is_err() {
-                m.step -= 1;
-            }
-            stepped?;
-        }
-        Ok(())
+            )
+        })
     }
 
     fn lr(&self) -> f32 {

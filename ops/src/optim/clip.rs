@@ -2,6 +2,8 @@
 
 use autograd_core::{ensure, kernel, no_grad, DType, Result, Tensor};
 
+use super::update::{on_cpu, write_back};
+
 /// Scales the parameters' `.grad` in place so that their global L2 norm (over every element
 /// of every present `.grad`) is at most `max_norm`, and returns the norm before clipping.
 /// As PyTorch, the factor is `max_norm / (norm + 1e-6)`, applied only when it is below 1.
@@ -19,7 +21,9 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f32) -> Result<f32> {
 /// norm before clipping. `max_norm` must be `>= 0` and not NaN (`Error::Value`); every
 /// gradient must be Float32 (`Error::Type`) with an injective layout (`Error::Value`), checked
 /// before any is scaled. A non-finite norm is returned and scales nothing (PyTorch would
-/// turn the gradients into NaN).
+/// turn the gradients into NaN); finite gradients whose norm is past `f32::MAX` are clipped
+/// and the norm returned as infinity. A carrier class that refuses the write fails the call
+/// with every gradient as it was.
 pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32> {
     ensure!(
         max_norm >= 0.0,
@@ -50,12 +54,36 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
             sum
         })?;
     }
-    let norm = total.sqrt() as f32;
-    let coef = max_norm / (norm + 1e-6);
+    let norm = total.sqrt();
+    // PyTorch's factor, in f32 while the norm fits; a finite norm past f32::MAX still clips
+    let coef = match norm as f32 {
+        n if n.is_finite() => f64::from(max_norm / (n + 1e-6)),
+        _ => f64::from(max_norm) / norm,
+    };
     if norm.is_finite() && coef < 1.0 {
-        for g in &present {
-            g.scale_(f64::from(coef))?;
+        // Other carrier classes first: only their writes can fail after the checks above,
+        // and when one does, the gradients scaled before it get their values back.
+        let (other, cpu): (Vec<&Tensor>, Vec<&Tensor>) =
+            present.iter().copied().partition(|g| !on_cpu(g));
+        let mut olds = Vec::with_capacity(other.len());
+        for g in other {
+            let old = g.values::<f32>()?;
+            if let Err(e) = g.scale_(coef) {
+                return Err(match write_back(olds) {
+                    Ok(()) => {
+                        e.context("clip_grad_norm (the gradients scaled before it were restored)")
+                    }
+                    Err(r) => e.context(format!(
+                        "clip_grad_norm; restoring the gradients scaled before it failed too ({r})"
+                    )),
+                });
+            }
+            olds.push((g, old));
+        }
+        for g in cpu {
+            g.scale_(coef)?;
         }
     }
-    Ok(norm)
+    // the norm as f32: infinite when it is past f32::MAX, as PyTorch's f32 norm is
+    Ok(norm as f32)
 }

@@ -41,8 +41,9 @@ pub trait Optimizer {
     /// `autograd_core::grad` returns for the parameters): `None` leaves that parameter (and
     /// its state) untouched, as PyTorch skips a parameter without a gradient. A wrong count
     /// or shape is `Error::Value`, a gradient that is not Float32 `Error::Type`; on such an
-    /// error no parameter and no state changes. (A failure while writing, which these checks
-    /// rule out for CPU storage, leaves the parameters before it stepped.)
+    /// error no parameter and no state changes. A carrier class that refuses a write (which
+    /// these checks rule out for CPU storage) fails the step with every parameter and its
+    /// state restored; the restored parameters' versions move on.
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()>;
 
     /// One update from the parameters' `.grad`, as [`Optimizer::step_with`].

@@ -3,9 +3,14 @@
 
 use autograd_core::{ensure, DType, Result, Tensor};
 
-/// Each parameter must be a Float32 leaf of one subtensor whose layout gives every element
+/// At least one parameter; each must be a Float32 leaf of one subtensor whose layout gives every element
 /// its own storage slot, and appear once.
 pub(crate) fn check_parameters(params: &[Tensor]) -> Result<()> {
+    ensure!(
+        !params.is_empty(),
+        Value,
+        "an optimizer got an empty parameter list"
+    );
     for (i, p) in params.iter().enumerate() {
         ensure!(
             p.dtype() == &DType::Float32,

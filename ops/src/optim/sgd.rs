@@ -4,7 +4,7 @@
 use autograd_core::{ensure, Result, Tensor};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
-use super::update::update;
+use super::update::{step_all, update};
 use super::Optimizer;
 
 /// The hyperparameters of [`Sgd`]; `Default` is PyTorch's (lr 1e-3, everything else off).
@@ -104,15 +104,18 @@ impl Optimizer for Sgd {
         check_gradients(&self.params, grads)?;
         let c = self.config;
         let decay = c.weight_decay != 0.0;
-        for ((p, g), buf) in self.params.iter().zip(grads).zip(&mut self.momentum) {
-            let Some(g) = g else { continue };
+        let scratch = &mut self.scratch;
+        let params = &self.params;
+        step_all(params, grads, &mut self.momentum, |i, buf| {
+            let (p, Some(g)) = (&params[i], &grads[i]) else {
+                return Ok(());
+            };
             if c.momentum == 0.0 {
-                if decay {
-                    plain::<true>(p, g, &mut self.scratch, &c)?;
+                return if decay {
+                    plain::<true>(p, g, scratch, &c)
                 } else {
-                    plain::<false>(p, g, &mut self.scratch, &c)?;
-                }
-                continue;
+                    plain::<false>(p, g, scratch, &c)
+                };
             }
             let first = buf.is_none();
             let b = buf.get_or_insert_with(|| vec![0.0; p.size()]);
@@ -126,13 +129,8 @@ impl Optimizer for Sgd {
                 (true, true, false) => with_momentum::<true, true, false>,
                 (true, true, true) => with_momentum::<true, true, true>,
             };
-            let stepped = run(p, g, &mut self.scratch, b, &c);
-            if stepped.is_err() && first {
-                *buf = None;
-            }
-            stepped?;
-        }
-        Ok(())
+            run(p, g, scratch, b, &c)
+        })
     }
 
     fn lr(&self) -> f32 {

@@ -140,6 +140,64 @@ where
     })
 }
 
+/// Whether `t`'s storage is of the CPU class, whose in-place update cannot fail once the
+/// step's checks passed.
+pub(crate) fn on_cpu(t: &Tensor) -> bool {
+    t.carrier().is_ok_and(|c| c.as_cpu().is_some())
+}
+
+/// Writes each tensor's old values (logical order) back, trying every one; the first failure
+/// is returned.
+pub(crate) fn write_back(olds: Vec<(&Tensor, Vec<f32>)>) -> Result<()> {
+    let mut restored = Ok(());
+    for (t, values) in olds.into_iter().rev() {
+        let back = Tensor::from_vec(values, t.shape().clone()).and_then(|old| t.copy_from(&old));
+        restored = restored.and(back);
+    }
+    restored
+}
+
+/// Runs `step(i, state of i)` for every parameter `i` with a gradient, all or nothing:
+/// parameters in other carrier classes go first, and only their writes can fail after the
+/// step's checks (a class may refuse a write); when one fails, it and the parameters stepped
+/// before it get their old values and state back (their versions move on) and the error is
+/// returned. Parameters are independent, so the order does not change the result.
+pub(crate) fn step_all<S: Clone>(
+    params: &[Tensor],
+    grads: &[Option<Tensor>],
+    state: &mut [S],
+    mut step: impl FnMut(usize, &mut S) -> Result<()>,
+) -> Result<()> {
+    let (other, cpu): (Vec<usize>, Vec<usize>) = (0..params.len())
+        .filter(|&i| grads.get(i).is_some_and(Option::is_some))
+        .partition(|&i| !on_cpu(&params[i]));
+    let mut undo: Vec<(usize, Vec<f32>, S)> = Vec::with_capacity(other.len());
+    for &i in &other {
+        let old = (params[i].values::<f32>()?, state[i].clone());
+        if let Err(e) = step(i, &mut state[i]) {
+            undo.push((i, old.0, old.1));
+            let mut olds = Vec::with_capacity(undo.len());
+            for (j, values, s) in undo {
+                state[j] = s;
+                olds.push((&params[j], values));
+            }
+            return Err(match write_back(olds) {
+                Ok(()) => e.context(format!(
+                    "stepping parameter {i} (every parameter and its state were restored)"
+                )),
+                Err(r) => e.context(format!(
+                    "stepping parameter {i}; restoring the parameters stepped before it failed too ({r})"
+                )),
+            });
+        }
+        undo.push((i, old.0, old.1));
+    }
+    for &i in &cpu {
+        step(i, &mut state[i])?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::Slots;
