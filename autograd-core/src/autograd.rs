@@ -20,7 +20,7 @@ impl Tensor {
         self.dtype().is_differentiable()
     }
 
-    fn ensure_differentiable(&self, what: &str) -> Result<()> {
+    pub(crate) fn ensure_differentiable(&self, what: &str) -> Result<()> {
         ensure!(
             self.is_differentiable(),
             Runtime,

@@ -711,3 +711,48 @@ fn backward_dense_step_refuses_an_entry_of_the_wrong_shape_before_the_vjp_sees_i
     assert_eq!(g[x], Some(ArrayD::ones(IxDyn(&[3]))));
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn an_operation_inherits_whether_its_parents_require_a_gradient() {
+    // y = 4 c with c a constant leaf: y requires no gradient, so z = 3 y sends nothing to it
+    let mut tape = Tape::empty();
+    let c = tape.add_node(Node::leaf(1.0f64).with_requires_grad(false));
+    let y = scale(&mut tape, c, 4.0);
+    let z = scale(&mut tape, y, 3.0);
+    assert!(!tape.node(y).unwrap().requires_grad);
+    assert!(!tape.node(z).unwrap().requires_grad);
+    assert_eq!(
+        tape.backward_dense_all(z, 1.0).unwrap(),
+        vec![0.0, 0.0, 1.0]
+    );
+    // one differentiable parent is enough
+    let x = tape.add_node(Node::leaf(2.0));
+    let w = mul(&mut tape, c, x);
+    assert!(tape.node(w).unwrap().requires_grad);
+    assert_eq!(tape.backward_dense_all(w, 1.0).unwrap()[x], 1.0);
+}
+
+#[test]
+fn summing_into_a_gradient_entry_checks_the_entry() {
+    // a compound-dtype tensor handed in as an existing entry: a Type error, not mixed values
+    let x = t(&[1.0, 2.0], &[2]);
+    let mut tape = Tape::empty();
+    let id = tape.add_node(Node::leaf(x));
+    // two records of two Float32 fields over four storage elements
+    let storage = Tensor::from_parts(
+        autograd_core::CpuCarrier::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]),
+        autograd_core::Layout::row_major(&[2]).unwrap(),
+        0,
+    )
+    .unwrap();
+    let pair = DType::compound([("re", DType::Float32), ("im", DType::Float32)]).unwrap();
+    let records = storage.with_logical_dtype(pair).unwrap();
+    let e = tape
+        .add_grad_dense(vec![Some(records.clone())], id, t(&[10.0, 20.0], &[2]))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Type);
+    assert_eq!(
+        kind(<Tensor as GradValue>::add(records.clone(), records)),
+        ErrorKind::Type
+    );
+}

@@ -256,3 +256,101 @@ fn a_bad_seed_is_an_error() {
         ErrorKind::Value
     );
 }
+
+#[test]
+fn backward_all_refuses_an_output_the_engine_refuses() {
+    let seed = t(&[5.0, 7.0]);
+    let x64 = Tensor::from_vec(vec![1.0f64, 2.0], Shape::from(&[2][..])).unwrap();
+    let e = Tape::lower(&x64).unwrap().backward_all(&seed).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Runtime);
+    assert_eq!(
+        grad(&x64, &[], &seed, GradOptions::default())
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Runtime
+    );
+    let pieces = Tensor::from_subtensors(&[
+        Tensor::from_vec(vec![1.0f32], Shape::from(&[1][..])).unwrap(),
+        Tensor::from_vec(vec![2.0f32], Shape::from(&[1][..])).unwrap(),
+    ])
+    .unwrap();
+    let e = Tape::lower(&pieces)
+        .unwrap()
+        .backward_all(&seed)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotImplemented);
+}
+
+/// `1 / a`, whose VJP `-g / a^2` is NaN at `a = 0` even for `g = 0`.
+struct Recip {
+    saved: SavedState,
+}
+
+impl Operation for Recip {
+    fn name(&self) -> &'static str {
+        "recip"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let a = self.saved.with("recip", |s| s.input(0).clone())?;
+        let (g, a) = (g.values::<f32>()?, a.values::<f32>()?);
+        let d = g.iter().zip(&a).map(|(g, a)| -g / (a * a)).collect();
+        Ok(vec![Some(Tensor::from_vec(
+            d,
+            Shape::from(&[a.len()][..]),
+        )?)])
+    }
+}
+
+/// The identity with no gradient for its input, as a stop-gradient.
+struct Stop {
+    saved: SavedState,
+}
+
+impl Operation for Stop {
+    fn name(&self) -> &'static str {
+        "stop"
+    }
+    fn saved(&self) -> &SavedState {
+        &self.saved
+    }
+    fn backward(&self, _: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![None])
+    }
+}
+
+#[test]
+fn a_lowered_tape_with_a_vjp_that_returns_none_is_not_zero_preserving() {
+    let x = t(&[0.0]);
+    let r = record(t(&[f32::INFINITY]), &[&x], Vec::new(), |saved| Recip {
+        saved,
+    });
+    let s = record(r.detach(), &[&r], Vec::new(), |saved| Stop { saved });
+    let lowered = Tape::lower(&s).unwrap();
+    let ids = [lowered.id_of(&x).unwrap(), lowered.id_of(&r).unwrap()];
+    // backward_dense never reaches r: x's totalized gradient is 0, as the engine has none
+    let all = lowered.backward_all(&t(&[1.0])).unwrap();
+    assert_eq!(vals(&all[ids[0]]), [0.0]);
+    assert!(grad(&s, &[&x], &t(&[1.0]), retained()).unwrap()[0].is_none());
+    // backward_dense_from runs recip's VJP on a zero cotangent: -0 / 0 = NaN
+    let mut seeds: Vec<Tensor> = (0..lowered.tape().size())
+        .map(|id| {
+            let v = lowered.tape().value(id).unwrap();
+            v.f32_full_like(0.0).unwrap()
+        })
+        .collect();
+    seeds[lowered.output()] = t(&[1.0]);
+    let from = lowered.tape().backward_dense_from(seeds).unwrap();
+    assert!(vals(&from[ids[0]])[0].is_nan());
+}
+
+#[test]
+fn a_graph_with_a_multi_result_node_is_not_lowered() {
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Shape::from(&[2, 2][..])).unwrap();
+    let rows = autograd_core::ops::unbind(&x, 0).unwrap();
+    let y = scale(&rows[1], 2.0);
+    let e = Tape::lower(&y).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotImplemented, "{e}");
+}

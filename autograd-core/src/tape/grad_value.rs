@@ -143,6 +143,8 @@ impl GradValue for Tensor {
     }
 
     fn add(a: Self, b: Self) -> Result<Self> {
+        gradient::ensure_plain_f32(&a, "a gradient")?;
+        gradient::ensure_plain_f32(&b, "a gradient")?;
         gradient::add(&a, &b, a.part_carrier(0))
     }
 }

@@ -159,6 +159,14 @@ impl Lowered {
             .tape
             .value(self.output)
             .unwrap_or_else(|| unreachable!("a lowered tape has its output node"));
+        // the output checks of the engine's `grad`
+        value.ensure_differentiable("backward_all of a lowered output")?;
+        crate::error::ensure!(
+            value.subtensor_count() == 1,
+            NotImplemented,
+            "backward_all needs an output with one subtensor, this one has {}",
+            value.subtensor_count()
+        );
         let seed =
             gradient::check_cotangent(value, seed.clone()).map_err(|e| e.context("the seed"))?;
         // The sweep carries cotangents per logical position, as the engine does; a broadcast

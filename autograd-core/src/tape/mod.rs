@@ -14,8 +14,10 @@
 //! - [`Tape::backward_dense_from`] starts from a total gradient array and runs every node's VJP.
 //!
 //! The two agree whenever every VJP on the tape sends a zero cotangent to zero contributions of
-//! the parents' shapes (the tape is *zero-preserving*), in particular on every tape that
-//! [`Tape::lower`] produces from a tensor graph.
+//! the parents' shapes (the tape is *zero-preserving*). A tape that [`Tape::lower`] produces
+//! is zero-preserving when the graph's VJPs are; a VJP that returns no gradient (`None`) for a
+//! reached input makes it not so: that input stays unreached by `backward_dense`, while
+//! `backward_dense_from` runs its VJP on a zero cotangent (NaN through `-g / x^2` at `x = 0`).
 //!
 //! Besides the generic tape there are two front-ends:
 //!
@@ -181,10 +183,21 @@ impl<V> Tape<V> {
 
     /// Appends `node` and returns its id, which is always the pre-append [`size`](Tape::size).
     ///
+    /// An operation (a node with parents) inherits the disjunction of its parents' flags, as
+    /// the spec says: it requires a gradient only when some parent does (and it was not built
+    /// with `requires_grad` false). A leaf keeps the flag it was built with.
+    ///
     /// Parent ids are not checked here (appending stays infallible); the sweeps refuse a
     /// contribution to an id that is not an earlier parent of the node sending it.
-    pub fn add_node(&mut self, node: Node<V>) -> usize {
+    pub fn add_node(&mut self, mut node: Node<V>) -> usize {
         let id = self.nodes.len();
+        if !node.parents.is_empty() {
+            node.requires_grad &= node
+                .parents
+                .iter()
+                // an id that is not an earlier node keeps the flag: the sweeps refuse it
+                .any(|&p| self.nodes.get(p).is_none_or(|n| n.requires_grad));
+        }
         self.nodes.push(node);
         id
     }

@@ -127,7 +127,11 @@ impl<V: GradValue> Tape<V> {
         let g = checked(g, &node.value, self.about("a contribution for", id))?;
         grads[id] = Some(match grads[id].take() {
             None => g,
-            Some(sum) => V::add(sum, g).map_err(|e| e.context(self.about("summing into", id)))?,
+            Some(sum) => {
+                // the entry came from the caller: check it as the contribution was checked
+                let sum = checked(sum, &node.value, self.about("the gradient entry of", id))?;
+                V::add(sum, g).map_err(|e| e.context(self.about("summing into", id)))?
+            }
         });
         Ok(grads)
     }
