@@ -1038,3 +1038,33 @@ fn the_cross_entropy_gradient_keeps_its_precision_for_large_logits() {
         }
     }
 }
+
+#[test]
+fn layer_norm_of_a_constant_row_is_exactly_zero() {
+    // its mean is exact however long the row is (a plain f32 sum was off by a few ulps, which
+    // 1 / sqrt(eps) magnified to 6e-4)
+    for (c, n) in [(7.7f32, 256), (3.3, 768), (-2.9, 4096)] {
+        let x = Tensor::from_vec(vec![c; n], Shape::from(vec![1, n])).unwrap();
+        let y = layer_norm(&x, &[n], None, None, 1e-5).unwrap();
+        assert!(vals(&y).iter().all(|&v| v == 0.0), "{c} x {n}");
+    }
+}
+
+#[test]
+fn label_smoothing_keeps_its_precision_for_logits_far_from_zero() {
+    let dims = [4, 10];
+    let targets = [0, 7, 4, 1];
+    let opts = CrossEntropyOptions {
+        label_smoothing: 0.1,
+        ..CrossEntropyOptions::default()
+    };
+    for offset in [1e3f32, 1e4, 1e5] {
+        let x: Vec<f32> = noise(40, 3).iter().map(|v| 2.0 * v + offset).collect();
+        let got = one(&cross_entropy(&t(&x, &dims), &ints(&targets, &[4]), opts).unwrap());
+        let want = cross_entropy_ref(&x, &dims, &targets, opts);
+        assert!(
+            (f64::from(got) - want).abs() <= 2e-7 * want.abs(),
+            "offset {offset}: got {got}, want {want}"
+        );
+    }
+}

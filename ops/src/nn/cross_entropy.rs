@@ -128,8 +128,10 @@ fn row_loss(xr: &[f32], target: Option<usize>, eps: f64) -> (f32, f64) {
         Some(target) => {
             let nll = lse - f64::from(xr[target]);
             if eps > 0.0 {
-                let mean_x = lane_sum(xr, xr, |v, _| v) / xr.len() as f64;
-                (1.0 - eps) * nll + eps * (lse - mean_x)
+                // lse - mean(x), both taken relative to the row max: far-from-zero logits
+                // would cancel in f32
+                let mean_shifted = lane_sum(xr, xr, |v, _| v - m) / xr.len() as f64;
+                (1.0 - eps) * nll + eps * (shifted - mean_shifted)
             } else {
                 nll
             }

@@ -177,11 +177,14 @@ pub fn layer_norm(
 // The per-row arithmetic, `#[inline(always)]` for `simd!`. Sums run in f32 lanes over blocks
 // and in f64 across them (`lane_sum`).
 
-/// A row's mean and `1 / sqrt(population variance + eps)`, in two passes.
+/// A row's mean and `1 / sqrt(population variance + eps)`, in two passes. The mean is summed
+/// relative to the first element, so a constant row has its exact mean (and normalises to
+/// exactly 0, as in PyTorch) however long it is.
 #[inline(always)]
 fn row_statistics(r: &[f32], eps: f32) -> (f32, f32) {
     let n = r.len() as f64;
-    let mu = (lane_sum(r, r, |v, _| v) / n) as f32;
+    let s = r.first().copied().unwrap_or(0.0);
+    let mu = (f64::from(s) + lane_sum(r, r, |v, _| v - s) / n) as f32;
     let var = lane_sum(r, r, |v, _| (v - mu) * (v - mu)) / n;
     (mu, (1.0 / (var + f64::from(eps)).sqrt()) as f32)
 }
