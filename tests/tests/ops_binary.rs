@@ -318,3 +318,29 @@ fn large_broadcast_operands_take_the_parallel_path() {
     let want = reference(&va, &[r, c], &vb, &[c], |x, y| x + y);
     assert_close(&f32s(&y), &want, 1e-6, "add");
 }
+
+#[test]
+fn operands_of_equal_extents_and_different_shape_trees_combine() {
+    // a bare extent `3` and a one-mode tuple `(3)`; a flat (4,3) and a nested ((2,2),3)
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], 3usize).unwrap();
+    let b = Tensor::from_vec(vec![4.0f32, 5.0, 6.0], autograd_core::shape![3]).unwrap();
+    let y = mul(&a, &b).unwrap();
+    assert_eq!(y.shape(), a.shape(), "the first operand's tree");
+    assert_eq!(f32s(&y), [4.0, 10.0, 18.0]);
+    sum(&y).unwrap().backward().unwrap();
+    assert_eq!(f32s(&a.grad().unwrap().unwrap()), [4.0, 5.0, 6.0]);
+    assert_eq!(f32s(&b.grad().unwrap().unwrap()), [1.0, 2.0, 3.0]);
+    assert_eq!(b.grad().unwrap().unwrap().shape(), b.shape());
+    let flat = Tensor::from_vec(
+        (0..12).map(|i| i as f32).collect(),
+        autograd_core::shape![4, 3],
+    )
+    .unwrap();
+    let nested = Tensor::from_vec(vec![1.0f32; 12], autograd_core::shape![[2, 2], 3]).unwrap();
+    let s = add(&nested, &flat).unwrap();
+    assert_eq!(s.shape(), nested.shape());
+    assert_eq!(f32s(&s), (1..13).map(|i| i as f32).collect::<Vec<_>>());
+    sum(&s).unwrap().backward().unwrap();
+    assert_eq!(flat.grad().unwrap().unwrap().shape(), flat.shape());
+    assert_eq!(f32s(&nested.grad().unwrap().unwrap()), [1.0; 12]);
+}

@@ -310,3 +310,21 @@ fn unsupported_casts_are_type_errors() {
         ErrorKind::Type
     );
 }
+
+#[test]
+fn comparisons_and_where_accept_equal_extents_under_different_shape_trees() {
+    let bare = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], 3usize).unwrap();
+    let tuple = Tensor::from_vec(vec![1.0f32, 0.0, 3.0], autograd_core::shape![3]).unwrap();
+    assert_eq!(
+        eq(&bare, &tuple).unwrap().values::<bool>().unwrap(),
+        [true, false, true]
+    );
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], 3usize).unwrap();
+    let b = Tensor::from_vec(vec![4.0f32, 5.0, 6.0], autograd_core::shape![3]).unwrap();
+    let m = Tensor::from_vec(vec![true, false, true], autograd_core::shape![3]).unwrap();
+    let y = where_cond(&m, &a, &b).unwrap();
+    assert_eq!(f32s(&y), [1.0, 5.0, 3.0]);
+    autograd_ops::sum(&y).unwrap().backward().unwrap();
+    assert_eq!(f32s(&a.grad().unwrap().unwrap()), [1.0, 0.0, 1.0]);
+    assert_eq!(f32s(&b.grad().unwrap().unwrap()), [0.0, 1.0, 0.0]);
+}

@@ -363,3 +363,15 @@ fn an_empty_axis_list_reduces_nothing() {
     assert_eq!(vals(&max_axes(&x, &[], true).unwrap()), [1.0, -2.0, 3.0]);
     check_grads(&x, &[], false, 0);
 }
+
+#[test]
+fn a_nan_extremum_sends_its_gradient_to_the_nan_elements() {
+    // PyTorch's max(): the NaN positions attain the NaN maximum and share the cotangent
+    let x = t(&[1.0, f32::NAN, 3.0, f32::NAN], &[4]);
+    let y = max_axes(&x, &[0], true).unwrap();
+    y.backward_with(Some(&t(&[2.0], &[1])), false).unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![0.0, 1.0, 0.0, 1.0]));
+    let z = t(&[f32::NAN, -1.0], &[2]);
+    min_axes(&z, &[0], true).unwrap().backward().unwrap();
+    assert_eq!(grad_vals(&z), Some(vec![1.0, 0.0]));
+}

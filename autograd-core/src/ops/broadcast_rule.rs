@@ -41,14 +41,21 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 }
 
 /// `a` and `b` broadcast to their common shape through the differentiable stride-0 view
-/// [`broadcast_to`]; an operand already of that shape is passed through unchanged.
+/// [`broadcast_to`]; an operand already of that shape is passed through unchanged. Operands
+/// whose extents then agree but whose shape trees differ (`3` and `(3)`) take the first one's
+/// tree: the second is reshaped (differentiably; its logical order is the same).
 #[track_caller]
 pub fn broadcast_pair(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     if a.shape() == b.shape() {
         return Ok((a.clone(), b.clone()));
     }
     let dims = broadcast_shapes(&a.dims(), &b.dims())?;
-    Ok((expand(a, &dims)?, expand(b, &dims)?))
+    let (a, b) = (expand(a, &dims)?, expand(b, &dims)?);
+    if a.shape() == b.shape() {
+        return Ok((a, b));
+    }
+    let b = super::view::reshape_to_shape(&b, a.shape())?;
+    Ok((a, b))
 }
 
 /// `t` broadcast to `dims` unless it already has them.

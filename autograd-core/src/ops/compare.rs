@@ -98,11 +98,18 @@ pub fn where_cond(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dims = broadcast_shapes(&a.dims(), &b.dims())
         .and_then(|d| broadcast_shapes(&mask.dims(), &d))
         .map_err(|e| e.context("where_cond"))?;
+    let (a, b) = super::broadcast_rule::broadcast_pair(&expand(a, &dims)?, &expand(b, &dims)?)?;
+    // the mask under the operands' shape tree too (Bool: no graph)
     let m = {
         let _off = no_grad();
-        expand(mask, &dims)?
+        let m = expand(mask, &dims)?;
+        if m.shape() == a.shape() {
+            m
+        } else {
+            m.raw_reshape_to("where_cond", a.shape())?
+        }
     };
-    node::where_cond(&m, &expand(a, &dims)?, &expand(b, &dims)?)
+    node::where_cond(&m, &a, &b)
 }
 
 mod node {

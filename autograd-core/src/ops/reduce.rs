@@ -180,13 +180,15 @@ fn extremum(a: &Tensor, axes: &[usize], keepdim: bool, which: Extremum) -> Resul
 }
 
 /// The gradient of an extremum: `g[k]` split evenly among the elements of group `k` equal to
-/// the extremum `y[k]` (a NaN extremum passes no gradient).
+/// the extremum `y[k]`. A NaN extremum counts its NaN elements as equal to it, as PyTorch's
+/// `max()` does, so the NaN reaches the gradient instead of vanishing into zeros.
 fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<Tensor> {
     let (g, y, x) = (g.values::<f32>()?, y.values::<f32>()?, a.values::<f32>()?);
     let group = groups(&a.dims(), axes);
+    let attains = |v: f32, m: f32| v == m || (v.is_nan() && m.is_nan());
     let mut ties = vec![0u32; y.len()];
     for (&k, &v) in group.iter().zip(&x) {
-        if v == y[k] {
+        if attains(v, y[k]) {
             ties[k] += 1;
         }
     }
@@ -194,7 +196,7 @@ fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<T
         .iter()
         .zip(&x)
         .map(|(&k, &v)| {
-            if v == y[k] {
+            if attains(v, y[k]) {
                 g[k] / ties[k] as f32
             } else {
                 0.0
@@ -207,7 +209,8 @@ fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<T
 /// The largest element of every group over the top-level `axes` (NaN if the group holds one).
 ///
 /// Gradient: each group's cotangent is **split evenly among the elements that equal the
-/// maximum** (like PyTorch's `amax`), so ties share it and the gradient is symmetric in them.
+/// maximum** (like PyTorch's `amax`), so ties share it and the gradient is symmetric in them;
+/// a NaN maximum's cotangent goes to the group's NaN elements (as PyTorch's `max()`).
 /// Reducing an empty axis is `Error::Value`.
 #[differentiable(crate = crate)]
 pub fn max_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {

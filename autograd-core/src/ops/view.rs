@@ -14,7 +14,7 @@
 //!
 //! The methods of the same names on [`Tensor`] call these functions.
 
-use crate::{differentiable, Result, Tensor};
+use crate::{differentiable, Result, Shape, Tensor};
 
 /// Zeros of `a`'s shape (in the layout of `a`'s gradient and `a`'s carrier class) with `g`
 /// written into the cut `cut` makes of them: the cotangent of a cut view of `a`.
@@ -70,6 +70,18 @@ pub fn reshape(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
         Ok(Some(g.raw_reshape_to("reshape", a.shape())?))
     }
     a.raw_reshape(dims)
+}
+
+/// `a`'s elements (logical order) under `shape`, a shape tree of the same size: how binary
+/// ops bring operands whose extents agree but whose trees differ (`3` and `(3)`, `(4,3)` and
+/// `((2,2),3)`) to one shape. A view when a layout expresses it, else a compact copy.
+#[differentiable(crate = crate)]
+pub(crate) fn reshape_to_shape(a: &Tensor, shape: &Shape) -> Result<Tensor> {
+    // as reshape: da = g (logical order) under a's shape
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(g.raw_reshape_to("reshape", a.shape())?))
+    }
+    a.raw_reshape_to("reshape", shape)
 }
 
 /// [`reshape`] that never copies: `Error::Value` when `a`'s storage order is not its logical
