@@ -79,7 +79,10 @@ impl Pool {
 }
 
 fn take_from(pool: &Mutex<Pool>, n: usize) -> Option<Vec<f32>> {
-    if n * std::mem::size_of::<f32>() < MIN_BYTES {
+    // (a size whose bytes overflow is left to the allocation, which fails with an error)
+    if n.checked_mul(std::mem::size_of::<f32>())
+        .is_none_or(|bytes| bytes < MIN_BYTES)
+    {
         return None;
     }
     pool.lock().unwrap_or_else(PoisonError::into_inner).take(n)

@@ -278,3 +278,51 @@ fn copying_more_positions_than_a_tensor_has_is_refused_not_wrapped_around() {
         .unwrap();
     let _ = kernel::read::<f32, _>(&x, |e| e.copy_range(0, &mut [0.0; 10]));
 }
+
+#[test]
+fn reduce_folds_each_group_in_logical_order_however_the_axes_are_listed() {
+    let a = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let digits = |axes: &[usize]| {
+        let r = kernel::reduce(
+            &a,
+            axes,
+            false,
+            || 0.0f64,
+            |s, x: f32| s * 10.0 + f64::from(x),
+            |s, _| s as f32,
+        )
+        .unwrap();
+        vals(&r)
+    };
+    assert_eq!(digits(&[0, 1]), [1234.0]);
+    assert_eq!(digits(&[1, 0]), [1234.0]);
+}
+
+#[test]
+fn a_users_panic_in_a_parallel_kernel_keeps_its_message() {
+    let x = Tensor::from_vec(vec![1.0f32; 1 << 18], shape![1 << 18]).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        kernel::map(&x, |_v: f32| -> f32 { panic!("user message 42") })
+    }))
+    .unwrap_err();
+    let message = caught
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| caught.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(message.contains("user message 42"), "{message:?}");
+    // and the team still works afterwards
+    assert_eq!(kernel::sum_f32(&x).unwrap(), (1 << 18) as f64);
+}
+
+#[test]
+fn a_kernel_over_an_unallocatable_broadcast_is_an_error() {
+    let x = Tensor::from_parts(
+        CpuCarrier::from_vec(vec![1.0f32]),
+        Layout::new(shape![1usize << 62], stride![0usize]).unwrap(),
+        0,
+    )
+    .unwrap();
+    let e = kernel::map(&x, |v: f32| v).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Value);
+}

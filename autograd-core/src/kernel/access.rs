@@ -252,6 +252,10 @@ fn copied<T: Element>(t: &Tensor) -> Result<(Vec<T>, Layout)> {
 
 /// Runs `f` on `t`'s elements as `T` (the storage element type): borrowed from a CPU carrier
 /// without copying, or a compact copy for other carriers and multi-subtensor tensors.
+///
+/// A CPU carrier stays read-locked while `f` runs, so `f` must not write `t`'s storage, nor
+/// read it again through another kernel call: once a writer on another thread waits for the
+/// lock, a second read lock on this thread waits behind it, and neither can go on.
 pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(Elements<'_, T>) -> R) -> Result<R> {
     check_simple(t)?;
     if let Some(cpu) = cpu_of(t) {

@@ -52,6 +52,8 @@ pub fn reduce<T: Element, A, U: Element>(
     let dims = l.dims();
     let out_dims = reduced_dims(&dims, axes, keepdim)?;
     let kept: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).collect();
+    let mut sorted_axes = axes.to_vec();
+    sorted_axes.sort_unstable();
     let r: usize = axes.iter().map(|&i| dims[i]).product();
     let out_layout = Arc::new(Layout::row_major(&out_dims)?);
     read::<T, _>(a, |x| {
@@ -60,7 +62,12 @@ pub fn reduce<T: Element, A, U: Element>(
         // the elements read (a compact copy for carriers kernels cannot borrow from).
         let read_layout = x.layout();
         let modes = read_layout.modes();
-        let order: Vec<Layout> = kept.iter().chain(axes).map(|&i| modes[i].clone()).collect();
+        // the reduced modes in their own order, so each group is folded in logical order
+        let order: Vec<Layout> = kept
+            .iter()
+            .chain(&sorted_axes)
+            .map(|&i| modes[i].clone())
+            .collect();
         let permuted = if order.is_empty() {
             read_layout.clone()
         } else {

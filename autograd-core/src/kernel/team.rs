@@ -49,6 +49,9 @@ struct Team {
     done: AtomicUsize,
     /// Whether a task of the current loop panicked.
     panicked: AtomicBool,
+    /// The first panic payload of the current loop, raised again by the loop's caller (so a
+    /// user's panic message survives whichever thread ran the task).
+    payload: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// Held by the thread running a loop.
     busy: Mutex<()>,
 }
@@ -72,6 +75,7 @@ fn team() -> &'static Team {
             claim: AtomicU64::new(0),
             done: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            payload: Mutex::new(None),
             busy: Mutex::new(()),
         }));
         for i in 0..super::threads().saturating_sub(1) {
@@ -116,10 +120,16 @@ impl Team {
             let previous = IN_TASK.with(|t| t.replace(true));
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(index))) {
                 self.panicked.store(true, Ordering::Release);
-                // Not dropped: a payload whose own drop panics would unwind out of here before
-                // `done` counts the task, and the caller would return (ending the body's life)
-                // while other tasks still run it, or wait forever. A panic's payload is small.
-                std::mem::forget(payload);
+                // The first payload is kept for the caller; later ones are not dropped: a
+                // payload whose own drop panics would unwind out of here before `done` counts
+                // the task, and the caller would return (ending the body's life) while other
+                // tasks still run it, or wait forever. A panic's payload is small.
+                let mut first = self.payload.lock().unwrap_or_else(PoisonError::into_inner);
+                if first.is_none() {
+                    *first = Some(payload);
+                } else {
+                    std::mem::forget(payload);
+                }
             }
             IN_TASK.with(|t| t.set(previous));
             self.done.fetch_add(1, Ordering::AcqRel);
@@ -204,11 +214,16 @@ impl Team {
         }
         self.lock().job = None;
         let panicked = self.panicked.load(Ordering::Acquire);
+        let payload = self
+            .payload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         // released before the panic is raised again, so that it does not poison the lock and
         // later loops still find the team free
         drop(busy);
         if panicked {
-            resume_unwind(Box::new("a kernel task panicked"));
+            resume_unwind(payload.unwrap_or_else(|| Box::new("a kernel task panicked")));
         }
     }
 }

@@ -144,6 +144,10 @@ fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// removed from the result (two vectors give their dot product, a scalar). A scalar operand
 /// is `Error::Value`.
 ///
+/// Products run on the kernel threads in bands whose number follows the thread count, so
+/// results may differ in rounding between thread counts (as MKL's do in PyTorch); with one
+/// thread count they are the same on every run.
+///
 /// ```
 /// use autograd_core::{ops::matmul, shape, Tensor};
 /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2]).unwrap();
