@@ -643,11 +643,12 @@ pub(crate) fn run_vjp(
     grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<bool> {
-    // The mask under one lock; most nodes have at most four inputs. Versions are checked
-    // after the VJP ran, which also catches a write made before it.
+    // One lock for the version check and the mask; most nodes have at most four inputs. The
+    // spec checks versions before the VJP runs (so it never sees modified inputs), and the
+    // check after it keeps a write racing with it out of its result.
     let mut small = [false; 4];
     let mut large = Vec::new();
-    let n = node.saved().with(node.name(), |s| {
+    let (n, modified) = node.saved().with(node.name(), |s| {
         let n = s.inputs.len();
         let mask: &mut [bool] = if n <= small.len() {
             &mut small[..n]
@@ -658,8 +659,11 @@ pub(crate) fn run_vjp(
         for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
             *m = input.is_differentiable() && needed(j, input);
         }
-        n
+        (n, modification(s))
     })?;
+    if let Some(m) = modified {
+        return Err(modified_error(node, m));
+    }
     let mask: &[bool] = if n <= small.len() {
         &small[..n]
     } else {
@@ -681,7 +685,7 @@ pub(crate) fn run_vjp(
             }
         }
         .map_err(|e| {
-            // a VJP that failed on modified inputs reports the modification
+            // a VJP that failed because a write raced with it reports the write
             match node.saved().with(node.name(), modification) {
                 Ok(Some(m)) => modified_error(node, m),
                 _ => e.context(format!("backward of {}", describe_node(node))),

@@ -76,22 +76,25 @@ impl Tensor {
             Vec::new()
         };
         for (k, (c, w)) in groups.iter().enumerate() {
-            if let Err(e) = c.write(w) {
-                let undone = groups[..k]
-                    .iter()
-                    .zip(&old)
-                    .try_for_each(|((c, _), w)| c.write(w));
-                return Err(match undone {
-                    Ok(()) => e.context(format!(
-                        "writing {} (the {k} carriers written before it were restored)",
-                        c.id()
-                    )),
-                    Err(u) => e.context(format!(
-                        "writing {}; restoring the carriers written before it failed too ({u}), so they hold the new values",
-                        c.id()
-                    )),
-                });
+            let Err(e) = c.write(w) else { continue };
+            if k == 0 {
+                return Err(e);
             }
+            // every carrier written before gets its values back, even after one refuses
+            let mut undone = Ok(());
+            for ((c, _), w) in groups[..k].iter().zip(&old) {
+                undone = undone.and(c.write(w));
+            }
+            return Err(match undone {
+                Ok(()) => e.context(format!(
+                    "writing {} (the {k} carriers written before it were restored)",
+                    c.id()
+                )),
+                Err(u) => e.context(format!(
+                    "writing {}; restoring the carriers written before it failed too ({u})",
+                    c.id()
+                )),
+            });
         }
         Ok(())
     }

@@ -291,43 +291,41 @@ impl Slot {
     }
 }
 
-/// The identity of one releasing traversal: its thread's number in the high half (so that a
-/// claim held by an enclosing traversal of the same thread is told from one a traversal of
-/// another thread holds) and the thread's count of traversals in the low half. Never 0.
+/// The identity of one releasing traversal: its thread's number in the high 40 bits (so that
+/// a claim held by an enclosing traversal of the same thread is told from one a traversal of
+/// another thread holds) and the thread's count of traversals in the low 24. Never 0. Two
+/// live traversals of one thread share a token only 2^24 nestings apart, which no stack holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraversalToken(u64);
 
 impl TraversalToken {
+    const COUNT_BITS: u32 = 24;
+
     /// A token for a new traversal of the current thread.
     pub(crate) fn fresh() -> TraversalToken {
-        static ANONYMOUS: AtomicU64 = AtomicU64::new(0);
         thread_local! {
-            static COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+            static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
         }
-        // A thread that is exiting (or the four-billionth) shares the top number; its claims
-        // then count as this thread's, which fails fast instead of waiting.
-        let thread = u32::try_from(thread_token())
-            .ok()
-            .filter(|&t| t != 0)
-            .unwrap_or(u32::MAX);
+        let max_thread = (1u64 << (64 - Self::COUNT_BITS)) - 1;
+        // A thread that is exiting (token 0), or past 2^40 threads, takes the top number; its
+        // claims then count as one thread's, which fails fast instead of waiting.
+        let thread = match thread_token() {
+            0 => max_thread,
+            t => t.min(max_thread),
+        };
         let count = COUNT
             .try_with(|c| {
-                let n = c.get().wrapping_add(1);
+                let n = c.get().wrapping_add(1) & ((1 << Self::COUNT_BITS) - 1);
                 c.set(n);
                 n
             })
-            .unwrap_or_else(|_| {
-                // truncation intended: the count only tells one thread's traversals apart
-                #[allow(clippy::cast_possible_truncation)]
-                let n = ANONYMOUS.fetch_add(1, Ordering::Relaxed) as u32;
-                n
-            });
-        TraversalToken((u64::from(thread) << 32) | u64::from(count))
+            .unwrap_or(0);
+        TraversalToken((thread << Self::COUNT_BITS) | count)
     }
 
     /// Whether the claim `other` belongs to a traversal of this token's thread.
     fn same_thread(self, other: u64) -> bool {
-        self.0 >> 32 == other >> 32
+        self.0 >> Self::COUNT_BITS == other >> Self::COUNT_BITS
     }
 }
 

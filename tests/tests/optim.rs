@@ -739,7 +739,10 @@ fn a_step_a_carrier_refuses_changes_no_parameter_and_no_state() {
     expect_err(
         opt.step_with(&g()),
         ErrorKind::Runtime,
-        &["refuses writes", "restored"],
+        &[
+            "refuses writes",
+            "every parameter and its state were restored",
+        ],
     );
     assert_eq!(params.iter().map(vals).collect::<Vec<_>>(), before);
     assert_eq!((opt.steps(0), opt.steps(1), opt.steps(2)), (1, 1, 1));
@@ -773,19 +776,22 @@ fn a_step_a_carrier_refuses_changes_no_parameter_and_no_state() {
 
 #[test]
 fn clipping_a_gradient_a_carrier_refuses_scales_nothing() {
-    let cpu = t(&[30.0, 40.0], &[2]);
-    let (a, b) = (tc(&[0.0, 0.0], &[2]), tc(&[0.0, 0.0], &[2]));
+    // norm sqrt(30^2 + 40^2) = 50; a is scaled before b refuses, then restored
+    let cpu = t(&[30.0, 0.0], &[2]);
+    let (a, b) = (tc(&[0.0, 40.0], &[2]), tc(&[0.0, 0.0], &[2]));
     refuse_writes(&b, true);
     let grads = [Some(cpu.clone()), Some(a.clone()), Some(b.clone())];
     expect_err(
         clip_grad_norm_of(&grads, 5.0),
         ErrorKind::Runtime,
-        &["refuses writes"],
+        &["refuses writes", "were restored"],
     );
-    assert_eq!(vals(&cpu), [30.0, 40.0]);
+    assert_eq!(vals(&cpu), [30.0, 0.0]);
+    assert_eq!(vals(&a), [0.0, 40.0]);
     refuse_writes(&b, false);
     assert_eq!(clip_grad_norm_of(&grads, 5.0).unwrap(), 50.0);
-    assert_eq!(vals(&cpu), [3.0, 4.0]);
+    assert_eq!(vals(&cpu), [3.0, 0.0]);
+    assert_eq!(vals(&a), [0.0, 4.0]);
 }
 
 #[test]
@@ -810,4 +816,29 @@ fn an_optimizer_of_no_parameters_is_refused() {
         ErrorKind::Value,
         &["empty"],
     );
+}
+
+#[test]
+fn parameters_step_in_index_order_when_another_carrier_class_takes_part() {
+    // p1's gradient is p0 itself: it is read after p0 stepped, as with CPU parameters alone
+    for p1 in [t(&[10.0, 10.0], &[2]), tc(&[10.0, 10.0], &[2])] {
+        let p0 = t(&[2.0, -4.0], &[2]);
+        let mut sgd = Sgd::new(
+            vec![p0.clone(), p1.clone()],
+            SgdConfig {
+                lr: 0.5,
+                ..SgdConfig::default()
+            },
+        )
+        .unwrap();
+        sgd.step_with(&[Some(p0.clone()), Some(p0.clone())])
+            .unwrap();
+        assert_eq!(vals(&p0), [1.0, -2.0]);
+        assert_eq!(
+            vals(&p1),
+            [9.5, 11.0],
+            "on the test carrier: {}",
+            on_test_carrier(&p1)
+        );
+    }
 }

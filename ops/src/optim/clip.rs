@@ -62,14 +62,18 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
     };
     if norm.is_finite() && coef < 1.0 {
         // Other carrier classes first: only their writes can fail after the checks above,
-        // and when one does, the gradients scaled before it get their values back.
+        // and when one does, the gradients scaled before it get their values back (kept
+        // before the first write). Scaling is elementwise, so the order changes nothing.
         let (other, cpu): (Vec<&Tensor>, Vec<&Tensor>) =
             present.iter().copied().partition(|g| !on_cpu(g));
-        let mut olds = Vec::with_capacity(other.len());
-        for g in other {
-            let old = g.values::<f32>()?;
+        let mut olds = other
+            .iter()
+            .map(|g| g.values::<f32>())
+            .collect::<Result<Vec<_>>>()?;
+        for (n, g) in other.iter().enumerate() {
             if let Err(e) = g.scale_(coef) {
-                return Err(match write_back(olds) {
+                let written = other.iter().copied().zip(olds.drain(..n)).collect();
+                return Err(match write_back(written) {
                     Ok(()) => {
                         e.context("clip_grad_norm (the gradients scaled before it were restored)")
                     }
@@ -78,7 +82,6 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
                     )),
                 });
             }
-            olds.push((g, old));
         }
         for g in cpu {
             g.scale_(coef)?;

@@ -157,43 +157,51 @@ pub(crate) fn write_back(olds: Vec<(&Tensor, Vec<f32>)>) -> Result<()> {
     restored
 }
 
-/// Runs `step(i, state of i)` for every parameter `i` with a gradient, all or nothing:
-/// parameters in other carrier classes go first, and only their writes can fail after the
-/// step's checks (a class may refuse a write); when one fails, it and the parameters stepped
-/// before it get their old values and state back (their versions move on) and the error is
-/// returned. Parameters are independent, so the order does not change the result.
+/// Runs `step(i, state of i)` for every parameter `i` with a gradient, in index order (a
+/// gradient may share a later parameter's storage), all or nothing. Only a write to another
+/// carrier class than the CPU's can fail after the step's checks (a class may refuse a write);
+/// when such a parameter takes part, every parameter's values and state are kept before the
+/// first write, and a failure gives the parameters stepped before it their values back (their
+/// versions move on) and the failing one its state, then returns the error.
 pub(crate) fn step_all<S: Clone>(
     params: &[Tensor],
     grads: &[Option<Tensor>],
     state: &mut [S],
     mut step: impl FnMut(usize, &mut S) -> Result<()>,
 ) -> Result<()> {
-    let (other, cpu): (Vec<usize>, Vec<usize>) = (0..params.len())
+    let stepped: Vec<usize> = (0..params.len())
         .filter(|&i| grads.get(i).is_some_and(Option::is_some))
-        .partition(|&i| !on_cpu(&params[i]));
-    let mut undo: Vec<(usize, Vec<f32>, S)> = Vec::with_capacity(other.len());
-    for &i in &other {
-        let old = (params[i].values::<f32>()?, state[i].clone());
-        if let Err(e) = step(i, &mut state[i]) {
-            undo.push((i, old.0, old.1));
-            let mut olds = Vec::with_capacity(undo.len());
-            for (j, values, s) in undo {
-                state[j] = s;
-                olds.push((&params[j], values));
-            }
-            return Err(match write_back(olds) {
-                Ok(()) => e.context(format!(
-                    "stepping parameter {i} (every parameter and its state were restored)"
-                )),
-                Err(r) => e.context(format!(
-                    "stepping parameter {i}; restoring the parameters stepped before it failed too ({r})"
-                )),
-            });
+        .collect();
+    if stepped.iter().all(|&i| on_cpu(&params[i])) {
+        for &i in &stepped {
+            step(i, &mut state[i])?;
         }
-        undo.push((i, old.0, old.1));
+        return Ok(());
     }
-    for &i in &cpu {
-        step(i, &mut state[i])?;
+    let mut olds = stepped
+        .iter()
+        .map(|&i| Ok((params[i].values::<f32>()?, state[i].clone())))
+        .collect::<Result<Vec<_>>>()?;
+    for (n, &i) in stepped.iter().enumerate() {
+        let Err(e) = step(i, &mut state[i]) else {
+            continue;
+        };
+        let mut written = Vec::with_capacity(n);
+        for (k, (values, s)) in olds.drain(..=n).enumerate() {
+            let j = stepped[k];
+            state[j] = s;
+            if k < n {
+                written.push((&params[j], values));
+            }
+        }
+        return Err(match write_back(written) {
+            Ok(()) => e.context(format!(
+                "stepping parameter {i} (every parameter and its state were restored)"
+            )),
+            Err(r) => e.context(format!(
+                "stepping parameter {i}; restoring the parameters stepped before it failed too ({r})"
+            )),
+        });
     }
     Ok(())
 }
