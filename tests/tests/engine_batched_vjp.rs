@@ -359,7 +359,9 @@ proptest! {
             );
             let got = vals(g);
             for (a, b) in got.iter().zip(&want) {
-                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{} vs {}", a, b);
+                // a chain of exps may overflow: equal infinities (or both NaN) agree
+                let same = a == b || (a.is_nan() && b.is_nan());
+                prop_assert!(same || (a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{} vs {}", a, b);
             }
         }
     }
