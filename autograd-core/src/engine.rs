@@ -569,7 +569,7 @@ fn propagate_with(
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
-        let ran = run_vjp(
+        run_vjp(
             &*step.node,
             g,
             claiming,
@@ -594,9 +594,6 @@ fn propagate_with(
                 }
             },
         )?;
-        if !ran {
-            return Ok(false);
-        }
         if let (Some(p), Some(t0)) = (profile.as_deref_mut(), started) {
             p.record(&*step.node, t0.elapsed(), bytes);
         }
@@ -633,8 +630,7 @@ fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
 /// exactly). Hands `(input index, input, gradient per logical position)` to `each` for every
 /// needed input that received one. `needed` and `each` run while the node's saved state is
 /// locked, so they must not touch the node. With a `claim` token, a successful run also claims
-/// the node for that traversal's release, under the same lock. Returns `false`, having run nothing, for batched
-/// cotangents of a node with several results.
+/// the node for that traversal's release, under the same lock.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
@@ -642,7 +638,7 @@ pub(crate) fn run_vjp(
     needed: impl Fn(usize, &Tensor) -> bool,
     grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
-) -> Result<bool> {
+) -> Result<()> {
     // One lock for the version check and the mask; most nodes have at most four inputs. The
     // spec checks versions before the VJP runs (so it never sees modified inputs), and the
     // check after it keeps a write racing with it out of its result.
@@ -730,7 +726,7 @@ pub(crate) fn run_vjp(
     match failure {
         None => match claim.filter(|_| !claimed) {
             Some(me) => Err(node.saved().claim_error(node.name(), me)),
-            None => Ok(true),
+            None => Ok(()),
         },
         Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(

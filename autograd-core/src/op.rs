@@ -291,41 +291,34 @@ impl Slot {
     }
 }
 
-/// The identity of one releasing traversal: its thread's number in the high 40 bits (so that
-/// a claim held by an enclosing traversal of the same thread is told from one a traversal of
-/// another thread holds) and the thread's count of traversals in the low 24. Never 0. Two
-/// live traversals of one thread share a token only 2^24 nestings apart, which no stack holds.
+/// The identity of one releasing traversal: a process-wide serial number in the low 40 bits
+/// (two live traversals share one only 2^40 traversals apart) and its thread's number in the
+/// high 24, so that a claim held by an enclosing traversal of the same thread is told from one
+/// a traversal of another thread holds. Never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraversalToken(u64);
 
 impl TraversalToken {
-    const COUNT_BITS: u32 = 24;
+    const SERIAL_BITS: u32 = 40;
 
     /// A token for a new traversal of the current thread.
     pub(crate) fn fresh() -> TraversalToken {
-        thread_local! {
-            static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-        }
-        let max_thread = (1u64 << (64 - Self::COUNT_BITS)) - 1;
-        // A thread that is exiting (token 0), or past 2^40 threads, takes the top number; its
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
+        let max_thread = (1u64 << (64 - Self::SERIAL_BITS)) - 1;
+        // A thread that is exiting (token 0), or past 2^24 threads, takes the top number; its
         // claims then count as one thread's, which fails fast instead of waiting.
         let thread = match thread_token() {
             0 => max_thread,
             t => t.min(max_thread),
         };
-        let count = COUNT
-            .try_with(|c| {
-                let n = c.get().wrapping_add(1) & ((1 << Self::COUNT_BITS) - 1);
-                c.set(n);
-                n
-            })
-            .unwrap_or(0);
-        TraversalToken((thread << Self::COUNT_BITS) | count)
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed) & ((1 << Self::SERIAL_BITS) - 1);
+        // serial 0 (once every 2^40) still gives a non-zero token: thread numbers start at 1
+        TraversalToken((thread << Self::SERIAL_BITS) | serial)
     }
 
     /// Whether the claim `other` belongs to a traversal of this token's thread.
     fn same_thread(self, other: u64) -> bool {
-        self.0 >> Self::COUNT_BITS == other >> Self::COUNT_BITS
+        self.0 >> Self::SERIAL_BITS == other >> Self::SERIAL_BITS
     }
 }
 

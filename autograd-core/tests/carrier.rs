@@ -262,6 +262,9 @@ fn a_write_a_carrier_refuses_late_leaves_the_other_pieces_as_they_were() {
             "{name}"
         );
     }
+    // a refusal of the only (or first) carrier wrote nothing and restores nothing
+    let e = custom.fill(1.0f32).unwrap_err();
+    assert!(!e.message().contains("restored"), "{e}");
     tc.frozen.store(false, Ordering::SeqCst);
     t.fill(0.5f32).unwrap();
     assert_eq!(t.values::<f32>().unwrap(), [0.5; 6]);

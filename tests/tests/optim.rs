@@ -733,7 +733,7 @@ fn a_step_a_carrier_refuses_changes_no_parameter_and_no_state() {
     let mut twin = AdamW::new(params.iter().map(|p| t(&vals(p), &[2])).collect(), cfg).unwrap();
     opt.step_with(&g()).unwrap();
     twin.step_with(&g()).unwrap();
-    // b refuses: a (stepped before it) and b get their values and moments back, cpu is untouched
+    // b refuses: cpu and a (stepped before it) get their values and moments back, b its moments
     refuse_writes(&b, true);
     let before: Vec<Vec<f32>> = params.iter().map(vals).collect();
     expect_err(

@@ -208,3 +208,37 @@ fn backward_rejects_storage_modified_after_the_forward_pass__the_check_runs_befo
     // the VJP never saw the modified input
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// Identity whose VJP overwrites its own saved input and then fails.
+struct Clobbering {
+    saved: autograd_core::SavedState,
+}
+
+impl autograd_core::Operation for Clobbering {
+    fn name(&self) -> &'static str {
+        "clobbering"
+    }
+    fn saved(&self) -> &autograd_core::SavedState {
+        &self.saved
+    }
+    fn backward(&self, _: &Tensor) -> autograd_core::Result<Vec<Option<Tensor>>> {
+        let x = self.saved.with(self.name(), |s| s.input(0).clone())?;
+        x.set(&[0], 9.0f32)?;
+        autograd_core::bail!(Value, "clobbering: gave up")
+    }
+}
+
+#[test]
+fn backward_rejects_storage_modified_after_the_forward_pass__a_write_racing_with_a_failing_vjp_is_reported(
+) {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = autograd_core::record(x.contiguous().unwrap(), &[&x], Vec::new(), |saved| {
+        Clobbering { saved }
+    });
+    expect_err(
+        y.backward_with(Some(&t(&[1.0; 2], &[2])), false),
+        ErrorKind::Runtime,
+        &["in-place modification"],
+    );
+    assert!(x.grad().unwrap().is_none());
+}

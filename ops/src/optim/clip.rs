@@ -72,6 +72,9 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
             .collect::<Result<Vec<_>>>()?;
         for (n, g) in other.iter().enumerate() {
             if let Err(e) = g.scale_(coef) {
+                if n == 0 {
+                    return Err(e);
+                }
                 let written = other.iter().copied().zip(olds.drain(..n)).collect();
                 return Err(match write_back(written) {
                     Ok(()) => {

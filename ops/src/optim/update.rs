@@ -161,8 +161,8 @@ pub(crate) fn write_back(olds: Vec<(&Tensor, Vec<f32>)>) -> Result<()> {
 /// gradient may share a later parameter's storage), all or nothing. Only a write to another
 /// carrier class than the CPU's can fail after the step's checks (a class may refuse a write);
 /// when such a parameter takes part, every parameter's values and state are kept before the
-/// first write, and a failure gives the parameters stepped before it their values back (their
-/// versions move on) and the failing one its state, then returns the error.
+/// first write, and a failure gives the parameters stepped before it their values and state
+/// back (their versions move on) and the failing one its state, then returns the error.
 pub(crate) fn step_all<S: Clone>(
     params: &[Tensor],
     grads: &[Option<Tensor>],
@@ -195,6 +195,7 @@ pub(crate) fn step_all<S: Clone>(
             }
         }
         return Err(match write_back(written) {
+            Ok(()) if n == 0 => e.context(format!("stepping parameter {i} (its state was restored)")),
             Ok(()) => e.context(format!(
                 "stepping parameter {i} (every parameter and its state were restored)"
             )),
