@@ -198,9 +198,10 @@ impl Tensor {
         Some(InPlace { target: self })
     }
 
+    /// Equal top-level extents (shape trees may differ: both are read in logical order).
     fn ensure_same_shape(&self, op: &str, src: &Tensor) -> Result<()> {
         ensure!(
-            src.shape() == self.shape(),
+            src.dims() == self.dims(),
             Value,
             "{op}: source shape {} differs from target shape {}",
             src.shape(),

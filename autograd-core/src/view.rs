@@ -232,7 +232,8 @@ impl Tensor {
             let j = i - lead;
             if own[j] == d {
                 modes.push(l.mode(j)?);
-            } else if own[j] == 1 && l.mode_is_leaf(j) {
+            } else if own[j] == 1 {
+                // a mode of one element (every leaf extent 1, nested or not) repeats
                 modes.push(Layout::new(Shape::from(d), Stride::from(0usize))?);
             } else {
                 bail!(
@@ -310,11 +311,27 @@ impl Tensor {
         let Some(strides) = view_strides(&old, &target.dims()) else {
             return Ok(None);
         };
-        // the strides follow `shape`'s own tree (a bare extent or a tuple of them)
-        let mut next = strides.into_iter();
-        let stride = shape
-            .tree()
-            .map_leaves(&mut |_| next.next().map_or(0, |s| s as i64));
+        // The strides follow `shape`'s own tree: one per top-level mode, and inside a nested
+        // mode its leaves compact from the mode's stride, first leaf fastest (the order nested
+        // modes are indexed in).
+        let per_mode = |mode: &IntTuple, s: usize| {
+            let mut next = s as i64;
+            mode.map_leaves(&mut |extent| {
+                let here = next;
+                next = next.saturating_mul(extent);
+                here
+            })
+        };
+        let stride = match shape.tree() {
+            tuple @ IntTuple::Int(_) => per_mode(tuple, strides.first().copied().unwrap_or(0)),
+            IntTuple::Tuple(modes) => IntTuple::Tuple(
+                modes
+                    .iter()
+                    .zip(&strides)
+                    .map(|(m, &s)| per_mode(m, s))
+                    .collect(),
+            ),
+        };
         Layout::new(shape.clone(), stride).map(Some)
     }
 

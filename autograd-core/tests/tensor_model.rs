@@ -1061,3 +1061,23 @@ fn dtype_descriptors() {
         .collect();
     assert_eq!(diff, vec!["Float32".to_string()]);
 }
+
+#[test]
+fn copy_from_and_add_take_equal_extents_under_another_shape_tree() {
+    let bare = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], 3usize).unwrap();
+    bare.copy_from(&Tensor::from_vec(vec![4.0f32, 5.0, 6.0], shape![3]).unwrap())
+        .unwrap();
+    assert_eq!(f32s(&bare), vec![4.0, 5.0, 6.0]);
+    bare.add_(&Tensor::from_vec(vec![1.0f32; 3], shape![3]).unwrap())
+        .unwrap();
+    assert_eq!(f32s(&bare), vec![5.0, 6.0, 7.0]);
+    let nested = Tensor::from_vec(iota(12), shape![[2, 2], 3]).unwrap();
+    nested
+        .copy_from(&Tensor::from_vec(vec![1.0f32; 12], shape![4, 3]).unwrap())
+        .unwrap();
+    assert_eq!(f32s(&nested), vec![1.0; 12]);
+    assert_eq!(
+        kind(bare.copy_from(&Tensor::zeros(shape![4], &DType::Float32).unwrap())),
+        ErrorKind::Value
+    );
+}

@@ -344,3 +344,51 @@ fn operands_of_equal_extents_and_different_shape_trees_combine() {
     assert_eq!(flat.grad().unwrap().unwrap().shape(), flat.shape());
     assert_eq!(f32s(&nested.grad().unwrap().unwrap()), [1.0; 12]);
 }
+
+#[test]
+fn a_nested_first_operand_meets_a_strided_second_one_at_the_right_positions() {
+    // ((2,2),3) + a broadcast row: the row's view under the nested tree must keep each leaf's
+    // stride (the nested mode's two leaves were given the strides of two different modes)
+    let x = Tensor::from_vec(
+        (0..12).map(|i| i as f32).collect(),
+        autograd_core::shape![[2, 2], 3],
+    )
+    .unwrap();
+    let b = t(&[100.0, 200.0, 300.0], &[3]);
+    let want: Vec<f32> = (0..12)
+        .map(|i| i as f32 + 100.0 * (1 + i % 3) as f32)
+        .collect();
+    assert_eq!(f32s(&add(&x, &b).unwrap()), want);
+    // a column (4,1) and a transposed (4,3)
+    let col = t(&[1.0, 2.0, 3.0, 4.0], &[4, 1]);
+    let want: Vec<f32> = (0..12).map(|i| i as f32 * (1 + i / 3) as f32).collect();
+    assert_eq!(f32s(&mul(&x, &col).unwrap()), want);
+    let yt = t(&(0..12).map(|i| i as f32).collect::<Vec<_>>(), &[3, 4])
+        .transpose(0, 1)
+        .unwrap();
+    let want: Vec<f32> = (0..12).map(|i| (i + (i % 3) * 4 + i / 3) as f32).collect();
+    assert_eq!(f32s(&add(&x, &yt).unwrap()), want);
+    // and the gradient of the broadcast operand
+    let xn = Tensor::from_vec(
+        (0..12).map(|i| i as f32).collect(),
+        autograd_core::shape![[2, 2], 3],
+    )
+    .unwrap();
+    let bl = t(&[1.0, 2.0, 3.0], &[3]);
+    sum(&mul(&xn, &bl).unwrap()).unwrap().backward().unwrap();
+    // d/db_j = sum over rows of x[r, j]
+    assert_eq!(f32s(&bl.grad().unwrap().unwrap()), [18.0, 22.0, 26.0]);
+}
+
+#[test]
+fn a_nested_mode_of_one_element_broadcasts() {
+    let one = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], autograd_core::shape![[1, 1], 3]).unwrap();
+    let x = t(&[0.0; 12], &[4, 3]);
+    let y = add(&one, &x).unwrap();
+    assert_eq!(y.dims(), [4, 3]);
+    assert_eq!(f32s(&y), [1.0, 2.0, 3.0].repeat(4));
+    sum(&y).unwrap().backward().unwrap();
+    let g = one.grad().unwrap().unwrap();
+    assert_eq!(g.shape(), one.shape());
+    assert_eq!(f32s(&g), [4.0, 4.0, 4.0]);
+}

@@ -244,3 +244,63 @@ fn nested_shape_operands_get_gradients_of_their_own_shape() {
     )
     .unwrap();
 }
+
+#[test]
+fn batched_grad_through_linear_and_matmul_takes_nested_operands() {
+    let x = Tensor::from_vec(
+        (0..12).map(|i| i as f32 * 0.1).collect(),
+        autograd_core::shape![[2, 2], 3],
+    )
+    .unwrap();
+    let w = t(&[1.0, 0.5, -1.0, 2.0, 0.0, 1.0], &[2, 3]);
+    let y = linear(&x, &w, None).unwrap();
+    let k = 2;
+    let basis: Vec<f32> = (0..k * 8).map(|i| (i % 5) as f32 - 2.0).collect();
+    let shape = autograd_core::batch::batched_shape(y.shape(), k).unwrap();
+    let cot = Tensor::from_vec(basis.clone(), shape).unwrap();
+    let keep = GradOptions {
+        batched: true,
+        retain_graph: true,
+    };
+    let got = grad(&y, &[&x, &w], &cot, keep).unwrap();
+    // each batch index agrees with one unbatched call
+    for (i, row) in basis.chunks(8).enumerate() {
+        let one = grad(
+            &y,
+            &[&x, &w],
+            &y.f32_like(row.to_vec()).unwrap(),
+            GradOptions {
+                retain_graph: true,
+                ..GradOptions::default()
+            },
+        )
+        .unwrap();
+        for (g, single) in got.iter().zip(&one) {
+            let (g, single) = (vals(g.as_ref().unwrap()), vals(single.as_ref().unwrap()));
+            let n = single.len();
+            assert_eq!(&g[i * n..(i + 1) * n], &single[..], "batch index {i}");
+        }
+    }
+    assert_eq!(
+        got[0].as_ref().unwrap().shape(),
+        &autograd_core::batch::batched_shape(x.shape(), k).unwrap()
+    );
+    // matmul with a nested right operand
+    let b = Tensor::from_vec(
+        vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0],
+        autograd_core::shape![[3, 1], 2],
+    )
+    .unwrap();
+    let a = t(&[1.0, 0.0, -1.0, 2.0, 1.0, 0.5], &[2, 3]);
+    let z = matmul(&a, &b).unwrap();
+    let cot = Tensor::from_vec(
+        vec![1.0f32; 8],
+        autograd_core::batch::batched_shape(z.shape(), 2).unwrap(),
+    )
+    .unwrap();
+    let g = grad(&z, &[&b], &cot, keep).unwrap();
+    assert_eq!(
+        g[0].as_ref().unwrap().shape(),
+        &autograd_core::batch::batched_shape(b.shape(), 2).unwrap()
+    );
+}

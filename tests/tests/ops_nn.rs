@@ -1068,3 +1068,20 @@ fn label_smoothing_keeps_its_precision_for_logits_far_from_zero() {
         );
     }
 }
+
+#[test]
+fn mse_loss_takes_equal_extents_under_different_shape_trees() {
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 4.0], 3usize).unwrap();
+    let b = t(&[0.0, 4.0, 4.0], &[3]);
+    let loss = mse_loss(&a, &b).unwrap();
+    near(one(&loss), 5.0 / 3.0, "mse");
+    loss.backward().unwrap();
+    let (ga, gb) = (a.grad().unwrap().unwrap(), b.grad().unwrap().unwrap());
+    assert_eq!(ga.shape(), a.shape());
+    assert_eq!(gb.shape(), b.shape());
+    let want = [2.0 / 3.0, -4.0 / 3.0, 0.0];
+    for (g, w) in vals(&ga).iter().zip(want) {
+        near(*g, w, "da");
+    }
+    assert_eq!(kind(mse_loss(&a, &t(&[0.0; 4], &[4]))), Value);
+}

@@ -842,3 +842,23 @@ fn parameters_step_in_index_order_when_another_carrier_class_takes_part() {
         );
     }
 }
+
+#[test]
+fn a_gradient_of_equal_extents_under_another_shape_tree_steps_its_parameter() {
+    let p = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], 3usize).unwrap();
+    let mut sgd = Sgd::new(
+        vec![p.clone()],
+        SgdConfig {
+            lr: 0.5,
+            ..SgdConfig::default()
+        },
+    )
+    .unwrap();
+    sgd.step_with(&[Some(t(&[2.0, 2.0, 2.0], &[3]))]).unwrap();
+    assert_eq!(vals(&p), [0.0, 1.0, 2.0]);
+    expect_err(
+        sgd.step_with(&[Some(t(&[2.0; 4], &[4]))]),
+        ErrorKind::Value,
+        &["shape"],
+    );
+}

@@ -59,9 +59,19 @@ pub fn nll_loss(log_probs: &Tensor, targets: &Tensor, ignore_index: Option<i32>)
     scalar_like(log_probs, total / t.count as f64)
 }
 
-/// The mean squared error `mean((a - b)^2)` of two Float32 tensors of one shape (`Error::Value`
-/// for different shapes, `Error::Type` for another dtype), as a one-element tensor; NaN for
-/// empty tensors.
+/// `a` and `b` (equal extents) under one shape tree for the kernels: themselves when their
+/// trees agree, else both flat (logical order is the same). Runs without a graph.
+fn same_tree(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+    if a.shape() == b.shape() {
+        return Ok((a.clone(), b.clone()));
+    }
+    let _off = autograd_core::no_grad();
+    Ok((a.reshape(&a.dims())?, b.reshape(&b.dims())?))
+}
+
+/// The mean squared error `mean((a - b)^2)` of two Float32 tensors of equal extents (their
+/// shape trees may differ; `Error::Value` for different extents, `Error::Type` for another
+/// dtype), as a one-element tensor; NaN for empty tensors.
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};
@@ -80,6 +90,7 @@ pub fn mse_loss(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         needs: &NeedsGrad,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let scale = 2.0 * g.values::<f32>()?[0] / a.size() as f32;
+        let (a, b) = &same_tree(a, b)?;
         let da = if needs.input(0) {
             Some(kernel::zip(a, b, |x: f32, y: f32| scale * (x - y))?)
         } else {
@@ -101,12 +112,13 @@ pub fn mse_loss(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         );
     }
     ensure!(
-        a.shape() == b.shape(),
+        a.dims() == b.dims(),
         Value,
-        "mse_loss: the operands have shapes {} and {} (they must be equal)",
+        "mse_loss: the operands have shapes {} and {} (their extents must be equal)",
         a.shape(),
         b.shape()
     );
+    let (a, b) = &same_tree(a, b)?;
     let squares = kernel::zip(a, b, |x: f32, y: f32| (x - y) * (x - y))?;
     let axes: Vec<usize> = (0..squares.layout().rank()).collect();
     let mean = kernel::reduce(

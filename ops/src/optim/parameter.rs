@@ -62,8 +62,9 @@ pub(crate) fn check_gradients(params: &[Tensor], grads: &[Option<Tensor>]) -> Re
             "the gradient of parameter {i} must be Float32, got {}",
             g.dtype()
         );
+        // extents, not shape trees: the update reads the gradient in logical order
         ensure!(
-            g.shape() == p.shape(),
+            g.dims() == p.dims(),
             Value,
             "the gradient of parameter {i} has shape {} but the parameter has shape {}",
             g.shape(),
