@@ -176,8 +176,8 @@ pub fn check_slice_grads(
 /// for a broadcast `input`), its values are copied into `input`'s gradient layout. A `g` with
 /// `input`'s flattened extents but not its nested shape (what kernels that flatten nested modes,
 /// such as the matrix products, return) has the same logical order, so its values are placed
-/// the same way, also after a leading batch mode. Anything else is returned unchanged for the engine to validate (and reject
-/// with `Error::Value`).
+/// the same way, also after a leading batch mode (K batched gradients). Anything else is
+/// returned unchanged for the engine to validate (and reject with `Error::Value`).
 pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
     let Some(g) = g else { return Ok(None) };
     if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
@@ -193,7 +193,7 @@ pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
     let (gd, id) = (g.dims(), input.dims());
     if g.subtensor_count() == 1 && gd.len() == id.len() + 1 && gd[1..] == id[..] {
         let want = crate::batch::batched_shape(input.shape(), gd[0])?;
-        if *g.shape() != want {
+        if *g.shape() != want || !g.layout().is_injective() {
             let layout = Arc::new(Layout::compact_row_major(want)?);
             return input.f32_with_layout(g.values::<f32>()?, layout).map(Some);
         }

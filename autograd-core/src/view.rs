@@ -212,7 +212,7 @@ impl Tensor {
     }
 
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
-    /// leading modes and extent-1 leaf modes repeat.
+    /// leading modes and modes of one element (nested or not) repeat.
     pub(crate) fn raw_broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
         let l = self.layout();
         let own = l.dims();
@@ -492,7 +492,7 @@ impl Tensor {
     }
 
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
-    /// leading modes and extent-1 leaf modes repeat; see [`crate::ops::broadcast_to`].
+    /// leading modes and modes of one element (nested or not) repeat; see [`crate::ops::broadcast_to`].
     #[track_caller]
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
         crate::ops::broadcast_to(self, dims)

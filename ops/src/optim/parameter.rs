@@ -45,7 +45,7 @@ pub(crate) fn check_parameters(params: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
-/// One gradient per parameter, each absent or a Float32 tensor of its parameter's shape.
+/// One gradient per parameter, each absent or a Float32 tensor of its parameter's top-level extents (any shape tree).
 pub(crate) fn check_gradients(params: &[Tensor], grads: &[Option<Tensor>]) -> Result<()> {
     ensure!(
         grads.len() == params.len(),

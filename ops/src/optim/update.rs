@@ -59,7 +59,7 @@ impl<'a, const K: usize> Slots<'a, K> {
 
 /// Updates `param` in place: `f(element, gradient element, state elements)` for every element
 /// in logical order, where `state` holds `K` buffers of the parameter's size in logical order.
-/// `grad` (already checked: Float32, the parameter's shape) is first copied into `scratch`, so
+/// `grad` (already checked: Float32, the parameter's extents) is first copied into `scratch`, so
 /// no lock on it is held while the parameter's storage is locked for writing (they may share a
 /// carrier). Runs with graph construction disabled; bumps the parameter's version once.
 pub(crate) fn update<const K: usize, F>(
