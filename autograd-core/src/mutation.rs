@@ -134,8 +134,8 @@ impl Tensor {
         self.write_slots(writes)
     }
 
-    /// Copies `src`'s elements (same top-level extents, same storage dtype) into this tensor, which must be
-    /// injective. `src` may overlap this tensor: it is read completely first.
+    /// Copies `src`'s elements (same top-level extents, same storage dtype) into this tensor,
+    /// which must be injective. `src` may overlap this tensor: it is read completely first.
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
         if let Some(fast) = self.f32_in_place_with("copy_from", src)? {
             return fast.apply(Some(src), |d, s| *d = s);
@@ -143,7 +143,8 @@ impl Tensor {
         self.zip_assign("copy_from", src, |_, s| Ok(s))
     }
 
-    /// Adds `other` (same top-level extents, same storage dtype) elementwise into this tensor in place.
+    /// Adds `other` (same top-level extents, same storage dtype) elementwise into this tensor
+    /// in place.
     pub fn add_(&self, other: &Tensor) -> Result<()> {
         if let Some(fast) = self.f32_in_place_with("add_", other)? {
             return fast.apply(Some(other), |d, s| *d += s);

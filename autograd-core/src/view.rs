@@ -492,7 +492,8 @@ impl Tensor {
     }
 
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
-    /// leading modes and modes of one element (nested or not) repeat; see [`crate::ops::broadcast_to`].
+    /// leading modes and modes of one element (nested or not) repeat; see
+    /// [`crate::ops::broadcast_to`].
     #[track_caller]
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
         crate::ops::broadcast_to(self, dims)

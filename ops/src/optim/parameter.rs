@@ -3,8 +3,8 @@
 
 use autograd_core::{ensure, DType, Result, Tensor};
 
-/// At least one parameter; each must be a Float32 leaf of one subtensor whose layout gives every element
-/// its own storage slot, and appear once.
+/// At least one parameter; each must be a Float32 leaf of one subtensor whose layout gives
+/// every element its own storage slot, and appear once.
 pub(crate) fn check_parameters(params: &[Tensor]) -> Result<()> {
     ensure!(
         !params.is_empty(),
@@ -45,7 +45,8 @@ pub(crate) fn check_parameters(params: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
-/// One gradient per parameter, each absent or a Float32 tensor of its parameter's top-level extents (any shape tree).
+/// One gradient per parameter, each absent or a Float32 tensor of its parameter's top-level
+/// extents (any shape tree).
 pub(crate) fn check_gradients(params: &[Tensor], grads: &[Option<Tensor>]) -> Result<()> {
     ensure!(
         grads.len() == params.len(),
