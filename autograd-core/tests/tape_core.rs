@@ -751,6 +751,16 @@ fn summing_into_a_gradient_entry_checks_the_entry() {
         .add_grad_dense(vec![Some(records.clone())], id, t(&[10.0, 20.0], &[2]))
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Type);
+    // a step summing into a parent's entry from the caller checks that entry too
+    let y = tape.add_node(Node::new(
+        t(&[0.0, 0.0], &[2]),
+        vec![id],
+        move |g: &Tensor| Ok(vec![(id, g.clone())]),
+    ));
+    let e = tape
+        .backward_dense_step(vec![Some(records.clone()), Some(t(&[1.0, 1.0], &[2]))], y)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Type);
     assert_eq!(
         kind(<Tensor as GradValue>::add(records.clone(), records)),
         ErrorKind::Type

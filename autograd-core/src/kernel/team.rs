@@ -413,7 +413,8 @@ mod tests {
             });
         }));
         assert!(outcome.is_err());
-        // run serially (the team busy with another test's loop), the payload itself arrives
+        // the payload itself arrives (the first one a task raised, when the loop ran on the
+        // team); forgotten, since dropping it panics
         std::mem::forget(outcome);
         assert!(ran.load(Ordering::Relaxed) >= 4);
         let again = AtomicUsize::new(0);

@@ -113,12 +113,27 @@ impl<V: GradValue> Tape<V> {
     /// for a node that does not require a gradient is retired with [`GradValue::drop`].
     pub fn add_grad_dense(
         &self,
-        mut grads: Vec<Option<V>>,
+        grads: Vec<Option<V>>,
         id: usize,
         g: V,
     ) -> Result<Vec<Option<V>>> {
         self.check_len(grads.len(), "add_grad_dense")?;
         self.check_id(id, "add_grad_dense")?;
+        // the entry came from the caller: checked as the contribution is
+        if let Some(entry) = &grads[id] {
+            self.check_entry(entry, id, "the gradient entry of")?;
+        }
+        self.add_contribution(grads, id, g)
+    }
+
+    /// [`add_grad_dense`](Tape::add_grad_dense) into an array whose entry `id`, if any, is known
+    /// to have its node's shape (the sweeps' own entries, or ones checked on the way in).
+    fn add_contribution(
+        &self,
+        mut grads: Vec<Option<V>>,
+        id: usize,
+        g: V,
+    ) -> Result<Vec<Option<V>>> {
         let node = &self.nodes[id];
         if !node.requires_grad {
             V::drop(g);
@@ -127,11 +142,7 @@ impl<V: GradValue> Tape<V> {
         let g = checked(g, &node.value, self.about("a contribution for", id))?;
         grads[id] = Some(match grads[id].take() {
             None => g,
-            Some(sum) => {
-                // the entry came from the caller: check it as the contribution was checked
-                let sum = checked(sum, &node.value, self.about("the gradient entry of", id))?;
-                V::add(sum, g).map_err(|e| e.context(self.about("summing into", id)))?
-            }
+            Some(sum) => V::add(sum, g).map_err(|e| e.context(self.about("summing into", id)))?,
         });
         Ok(grads)
     }
@@ -140,20 +151,23 @@ impl<V: GradValue> Tape<V> {
     /// does not require a gradient) is skipped without running its VJP; otherwise its
     /// contributions are added to its parents in the order the VJP returns them.
     ///
-    /// The entry the step reads is checked against its node's shape before the VJP sees it
-    /// (`Error::Value`), as every other entry point checks what it is given.
+    /// The entries the step reads or sums into (the node's and its parents') are checked
+    /// against their nodes' shapes before the VJP runs (`Error::Value`), as every other entry
+    /// point checks what it is given.
     pub fn backward_dense_step(&self, acc: Vec<Option<V>>, id: usize) -> Result<Vec<Option<V>>> {
         self.check_len(acc.len(), "backward_dense_step")?;
         self.check_id(id, "backward_dense_step")?;
-        if let Some(g) = &acc[id] {
-            self.check_entry(g, id, "the gradient entry of")?;
+        for &j in std::iter::once(&id).chain(&self.nodes[id].parents) {
+            if let Some(Some(g)) = acc.get(j) {
+                self.check_entry(g, j, "the gradient entry of")?;
+            }
         }
         self.checked_step(acc, id)
     }
 
-    /// [`backward_dense_step`](Tape::backward_dense_step) on an array whose entry `id` is
-    /// known to have its node's shape (entries only change through `add_grad_dense`, which
-    /// checks what it stores).
+    /// [`backward_dense_step`](Tape::backward_dense_step) on an array whose entries are known to
+    /// have their nodes' shapes (entries only change through `add_contribution`, which checks
+    /// what it stores).
     fn checked_step(&self, acc: Vec<Option<V>>, id: usize) -> Result<Vec<Option<V>>> {
         if !self.nodes[id].requires_grad {
             return Ok(acc);
@@ -166,7 +180,7 @@ impl<V: GradValue> Tape<V> {
         let allowed = Allowed::of(&self.nodes[id].parents);
         for (parent, c) in contributions {
             self.check_parent(id, parent, &allowed)?;
-            acc = self.add_grad_dense(acc, parent, c)?;
+            acc = self.add_contribution(acc, parent, c)?;
         }
         Ok(acc)
     }

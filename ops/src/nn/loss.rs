@@ -1,6 +1,7 @@
 //! The plain losses: `nll_loss` over log-probabilities and `mse_loss`, both mean-reduced to a
 //! one-element tensor as PyTorch's defaults.
 
+use autograd_core::ops::broadcast_pair;
 use autograd_core::{differentiable, ensure, kernel, DType, Result, Tensor};
 
 use super::cross_entropy::scalar_like;
@@ -59,16 +60,6 @@ pub fn nll_loss(log_probs: &Tensor, targets: &Tensor, ignore_index: Option<i32>)
     scalar_like(log_probs, total / t.count as f64)
 }
 
-/// `a` and `b` (equal extents) under one shape tree for the kernels: themselves when their
-/// trees agree, else both flat (logical order is the same). Runs without a graph.
-fn same_tree(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
-    if a.shape() == b.shape() {
-        return Ok((a.clone(), b.clone()));
-    }
-    let _off = autograd_core::no_grad();
-    Ok((a.reshape(&a.dims())?, b.reshape(&b.dims())?))
-}
-
 /// The mean squared error `mean((a - b)^2)` of two Float32 tensors of equal extents (their
 /// shape trees may differ; `Error::Value` for different extents, `Error::Type` for another
 /// dtype), as a one-element tensor; NaN for empty tensors.
@@ -90,7 +81,8 @@ pub fn mse_loss(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         needs: &NeedsGrad,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let scale = 2.0 * g.values::<f32>()?[0] / a.size() as f32;
-        let (a, b) = &same_tree(a, b)?;
+        // one shape tree for the kernels (the extents are equal; runs without a graph)
+        let (a, b) = &broadcast_pair(a, b)?;
         let da = if needs.input(0) {
             Some(kernel::zip(a, b, |x: f32, y: f32| scale * (x - y))?)
         } else {
@@ -118,7 +110,7 @@ pub fn mse_loss(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         a.shape(),
         b.shape()
     );
-    let (a, b) = &same_tree(a, b)?;
+    let (a, b) = &broadcast_pair(a, b)?;
     let squares = kernel::zip(a, b, |x: f32, y: f32| (x - y) * (x - y))?;
     let axes: Vec<usize> = (0..squares.layout().rank()).collect();
     let mean = kernel::reduce(

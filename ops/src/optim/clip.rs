@@ -2,7 +2,7 @@
 
 use autograd_core::{ensure, kernel, no_grad, DType, Result, Tensor};
 
-use super::update::{on_cpu, write_back};
+use super::update::{on_cpu, undo_writes};
 
 /// Scales the parameters' `.grad` in place so that their global L2 norm (over every element
 /// of every present `.grad`) is at most `max_norm`, and returns the norm before clipping.
@@ -76,14 +76,12 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
                     return Err(e);
                 }
                 let written = other.iter().copied().zip(olds.drain(..n)).collect();
-                return Err(match write_back(written) {
-                    Ok(()) => {
-                        e.context("clip_grad_norm (the gradients scaled before it were restored)")
-                    }
-                    Err(r) => e.context(format!(
-                        "clip_grad_norm; restoring the gradients scaled before it failed too ({r})"
-                    )),
-                });
+                return Err(undo_writes(
+                    e,
+                    "clip_grad_norm",
+                    written,
+                    "the gradients scaled before it were restored",
+                ));
             }
         }
         for g in cpu {

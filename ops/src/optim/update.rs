@@ -146,15 +146,26 @@ pub(crate) fn on_cpu(t: &Tensor) -> bool {
     t.carrier().is_ok_and(|c| c.as_cpu().is_some())
 }
 
-/// Writes each tensor's old values (logical order) back, trying every one; the first failure
-/// is returned.
-pub(crate) fn write_back(olds: Vec<(&Tensor, Vec<f32>)>) -> Result<()> {
-    let mut restored = Ok(());
+/// `e`, the failure of `what`, after writing each tensor written before it its old values
+/// (logical order) back, trying every one: its context says `restored`, or that a write-back
+/// failed too.
+pub(crate) fn undo_writes(
+    e: autograd_core::Error,
+    what: &str,
+    olds: Vec<(&Tensor, Vec<f32>)>,
+    restored: &str,
+) -> autograd_core::Error {
+    let mut back = Ok(());
     for (t, values) in olds.into_iter().rev() {
-        let back = Tensor::from_vec(values, t.shape().clone()).and_then(|old| t.copy_from(&old));
-        restored = restored.and(back);
+        let one = Tensor::from_vec(values, t.shape().clone()).and_then(|old| t.copy_from(&old));
+        back = back.and(one);
     }
-    restored
+    match back {
+        Ok(()) => e.context(format!("{what} ({restored})")),
+        Err(r) => e.context(format!(
+            "{what}; restoring what was written before it failed too ({r})"
+        )),
+    }
 }
 
 /// Runs `step(i, state of i)` for every parameter `i` with a gradient, in index order (a
@@ -194,15 +205,17 @@ pub(crate) fn step_all<S: Clone>(
                 written.push((&params[j], values));
             }
         }
-        return Err(match write_back(written) {
-            Ok(()) if n == 0 => e.context(format!("stepping parameter {i} (its state was restored)")),
-            Ok(()) => e.context(format!(
-                "stepping parameter {i} (every parameter and its state were restored)"
-            )),
-            Err(r) => e.context(format!(
-                "stepping parameter {i}; restoring the parameters stepped before it failed too ({r})"
-            )),
-        });
+        let restored = if n == 0 {
+            "its state was restored"
+        } else {
+            "every parameter and its state were restored"
+        };
+        return Err(undo_writes(
+            e,
+            &format!("stepping parameter {i}"),
+            written,
+            restored,
+        ));
     }
     Ok(())
 }
