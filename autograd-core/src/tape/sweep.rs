@@ -111,12 +111,7 @@ impl<V: GradValue> Tape<V> {
     /// The entry is `None` until the sweep first reaches the node. A first contribution is kept
     /// as it is; later ones are summed in, in the order the sweep produces them. A contribution
     /// for a node that does not require a gradient is retired with [`GradValue::drop`].
-    pub fn add_grad_dense(
-        &self,
-        grads: Vec<Option<V>>,
-        id: usize,
-        g: V,
-    ) -> Result<Vec<Option<V>>> {
+    pub fn add_grad_dense(&self, grads: Vec<Option<V>>, id: usize, g: V) -> Result<Vec<Option<V>>> {
         self.check_len(grads.len(), "add_grad_dense")?;
         self.check_id(id, "add_grad_dense")?;
         // the entry came from the caller: checked as the contribution is
