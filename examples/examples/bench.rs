@@ -130,6 +130,22 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// This process's minor page faults and kernel time in seconds, from `/proc/self/stat`
+/// (which counts time in USER_HZ, 100 per second on Linux): W3's first touches of a heap
+/// that grows by hundreds of MiB are a visible share of its time.
+fn faults_and_sys_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // fields after the parenthesised command name: state is field 3, minflt 10, stime 15
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (field(10), field(15) / 100.0)
+}
+
 /// W3: a 1,000,000-step chain of `y = y * 1.0000001` on shape [1], backward, drop.
 fn w3_once(steps: usize) -> Result<Duration> {
     let start = Instant::now();
@@ -151,7 +167,8 @@ fn w3(quick: bool, child: bool) -> Result<()> {
     if child {
         let times = vec![w3_once(steps)?];
         let secs = times[0].as_secs_f64();
-        report("W3", &times, &format!(",\"steps\":{steps},\"seconds\":{secs:.3},\"peak_rss_mib\":{:.1},\"completed\":true", peak_rss_mib()));
+        let (faults, sys) = faults_and_sys_seconds();
+        report("W3", &times, &format!(",\"steps\":{steps},\"seconds\":{secs:.3},\"peak_rss_mib\":{:.1},\"minor_faults\":{faults},\"sys_seconds\":{sys:.2},\"completed\":true", peak_rss_mib()));
         return Ok(());
     }
     // Each run in a fresh process so the peak RSS is the workload's alone.
@@ -188,13 +205,22 @@ fn w3(quick: bool, child: bool) -> Result<()> {
         .iter()
         .map(|l| field(l, "peak_rss_mib"))
         .fold(0.0f64, f64::max);
+    // the run of median time's kernel share and page faults
+    let median = lines
+        .iter()
+        .find(|l| field(l, "seconds") == secs[secs.len() / 2])
+        .map_or((f64::NAN, f64::NAN), |l| {
+            (field(l, "minor_faults"), field(l, "sys_seconds"))
+        });
     println!(
-        "{{\"workload\":\"W3\",\"threads\":{},\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"peak_rss_mib\":{rss:.1},\"completed\":true}}",
+        "{{\"workload\":\"W3\",\"threads\":{},\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"peak_rss_mib\":{rss:.1},\"minor_faults\":{},\"sys_seconds\":{:.2},\"completed\":true}}",
         autograd_core::kernel::threads(),
         secs.len(),
         secs[0] * 1e3,
         secs[secs.len() / 2] * 1e3,
-        secs[secs.len() / 2]
+        secs[secs.len() / 2],
+        median.0,
+        median.1
     );
     Ok(())
 }
