@@ -199,19 +199,15 @@ fn w3(quick: bool, child: bool) -> Result<()> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN)
     };
-    let mut secs: Vec<f64> = lines.iter().map(|l| field(l, "seconds")).collect();
-    secs.sort_by(f64::total_cmp);
+    lines.sort_by(|a, b| field(a, "seconds").total_cmp(&field(b, "seconds")));
+    let secs: Vec<f64> = lines.iter().map(|l| field(l, "seconds")).collect();
     let rss = lines
         .iter()
         .map(|l| field(l, "peak_rss_mib"))
         .fold(0.0f64, f64::max);
-    // the run of median time's kernel share and page faults
-    let median = lines
-        .iter()
-        .find(|l| field(l, "seconds") == secs[secs.len() / 2])
-        .map_or((f64::NAN, f64::NAN), |l| {
-            (field(l, "minor_faults"), field(l, "sys_seconds"))
-        });
+    // page faults and kernel share of the run of median time
+    let median = &lines[lines.len() / 2];
+    let median = (field(median, "minor_faults"), field(median, "sys_seconds"));
     println!(
         "{{\"workload\":\"W3\",\"threads\":{},\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"peak_rss_mib\":{rss:.1},\"minor_faults\":{},\"sys_seconds\":{:.2},\"completed\":true}}",
         autograd_core::kernel::threads(),
