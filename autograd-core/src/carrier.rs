@@ -65,40 +65,62 @@ pub trait Carrier: Send + Sync + fmt::Debug + 'static {
     fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
         self.fresh(Buffer::F32(values.to_vec()))
     }
-    /// For downcasting to the implementation (kernels use this to reach typed slices).
+    /// For downcasting to the implementation.
     fn as_any(&self) -> &dyn Any;
+    /// The CPU carrier's typed slices, for kernels; only [`CpuCarrier`] answers. Call
+    /// `as_cpu` on `dyn Carrier` instead.
+    #[doc(hidden)]
+    fn __as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+        None
+    }
 }
 
 impl dyn Carrier {
     /// Whether two carriers are of the same implementation class.
     pub fn same_class(&self, other: &dyn Carrier) -> bool {
-        self.as_any().type_id() == other.as_any().type_id()
+        self.class_id() == other.class_id()
     }
 
-    /// The implementation class as a `TypeId`.
+    /// The implementation class as a `TypeId`; every CPU carrier, whatever its store, is of
+    /// the class `CpuCarrier`.
     pub fn class_id(&self) -> TypeId {
-        self.as_any().type_id()
+        let id = self.as_any().type_id();
+        let cpu = [
+            TypeId::of::<CpuCarrier<Inline1>>(),
+            TypeId::of::<CpuCarrier<Inline4>>(),
+            TypeId::of::<CpuCarrier<Inline8>>(),
+            TypeId::of::<CpuCarrier<Inline16>>(),
+        ];
+        if cpu.contains(&id) {
+            TypeId::of::<CpuCarrier>()
+        } else {
+            id
+        }
     }
 
-    /// This carrier as the CPU carrier, if it is one.
-    pub fn as_cpu(&self) -> Option<&CpuCarrier> {
-        self.as_any().downcast_ref::<CpuCarrier>()
+    /// This carrier as a CPU carrier, if it is one.
+    pub fn as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+        self.__as_cpu()
     }
 }
 
-/// Storage in main memory: one `Vec` of a simple dtype, or up to [`SMALL_F32`] Float32
-/// elements inline.
+/// Storage in main memory: one [`Buffer`] of a simple dtype (the default `S`), or, for up to
+/// [`SMALL_F32`] Float32 elements, an inline array sized to them.
+///
+/// Kernels see every CPU carrier as `CpuCarrier<dyn Store>` (see [`Carrier::__as_cpu`]), so
+/// one class serves every size, and a one-element result costs a 64-byte allocation, not one
+/// sized for sixteen elements.
 ///
 /// An `RwLock` guards the elements: readers (every kernel) share it, a mutation takes it
 /// exclusively. A lock rather than `UnsafeCell` because tensors are `Send + Sync` and a user
 /// may mutate a tensor on one thread while another reads it.
-pub struct CpuCarrier {
+pub struct CpuCarrier<S: ?Sized + Store = Buffer> {
     id: CarrierId,
     version: AtomicU64,
     // The length and dtype never change after construction; kept outside the lock so reading
     // them takes no lock (a caller may ask while it holds the elements).
     extent: Extent,
-    data: RwLock<Storage>,
+    data: RwLock<S>,
 }
 
 /// A carrier's length and element dtype in one word: the dtype in the top three bits (no
@@ -142,103 +164,148 @@ enum Simple {
     Bool = 4,
 }
 
+impl Simple {
+    fn of(b: &Buffer) -> Simple {
+        match b {
+            Buffer::F32(_) => Simple::F32,
+            Buffer::F64(_) => Simple::F64,
+            Buffer::I32(_) => Simple::I32,
+            Buffer::I64(_) => Simple::I64,
+            Buffer::Bool(_) => Simple::Bool,
+        }
+    }
+}
+
 /// Float32 storage of at most this many elements (one cache line) lives inside the carrier.
 /// Small tensors (losses, biases, per-step scalars) make up most of an overhead-bound graph,
 /// and inline storage saves each of them an allocation and a pointer hop.
 pub const SMALL_F32: usize = 16;
 
-enum Storage {
-    SmallF32 { len: u8, data: [f32; SMALL_F32] },
-    Heap(Buffer),
+mod sealed {
+    pub trait Sealed {}
 }
 
-impl Storage {
-    /// `data`, moved inline when it is small Float32.
-    fn compact(data: Buffer) -> Storage {
-        match data {
-            Buffer::F32(v) => Storage::small_f32(&v).unwrap_or(Storage::Heap(Buffer::F32(v))),
-            other => Storage::Heap(other),
-        }
-    }
+/// The element store of a [`CpuCarrier`]: a [`Buffer`], or an inline Float32 array. Sealed;
+/// the carrier's extent says how many of an array's elements are in use.
+pub trait Store: sealed::Sealed + Send + Sync + 'static {
+    #[doc(hidden)]
+    fn buffer(&self) -> Option<&Buffer>;
+    #[doc(hidden)]
+    fn buffer_mut(&mut self) -> Option<&mut Buffer>;
+    #[doc(hidden)]
+    fn inline(&self) -> &[f32];
+    #[doc(hidden)]
+    fn inline_mut(&mut self) -> &mut [f32];
+}
 
-    /// A copy of `values` inline, if they fit.
-    fn small_f32(values: &[f32]) -> Option<Storage> {
-        let len = u8::try_from(values.len())
-            .ok()
-            .filter(|&n| usize::from(n) <= SMALL_F32)?;
-        let mut data = [0.0; SMALL_F32];
+impl sealed::Sealed for Buffer {}
+
+impl Store for Buffer {
+    fn buffer(&self) -> Option<&Buffer> {
+        Some(self)
+    }
+    fn buffer_mut(&mut self) -> Option<&mut Buffer> {
+        Some(self)
+    }
+    fn inline(&self) -> &[f32] {
+        &[]
+    }
+    fn inline_mut(&mut self) -> &mut [f32] {
+        &mut []
+    }
+}
+
+impl<const N: usize> sealed::Sealed for [f32; N] {}
+
+impl<const N: usize> Store for [f32; N] {
+    fn buffer(&self) -> Option<&Buffer> {
+        None
+    }
+    fn buffer_mut(&mut self) -> Option<&mut Buffer> {
+        None
+    }
+    fn inline(&self) -> &[f32] {
+        self
+    }
+    fn inline_mut(&mut self) -> &mut [f32] {
+        self
+    }
+}
+
+/// The inline array sizes: an allocation class each (64, 80, 96 and 128 bytes with the
+/// reference counts), so a result is never more than one class larger than its elements need.
+type Inline1 = [f32; 1];
+type Inline4 = [f32; 4];
+type Inline8 = [f32; 8];
+type Inline16 = [f32; SMALL_F32];
+
+/// `values` in the smallest inline array that holds them, if one does.
+fn inline_carrier(values: &[f32]) -> Option<Arc<dyn Carrier>> {
+    fn make<const N: usize>(values: &[f32]) -> Arc<dyn Carrier>
+    where
+        [f32; N]: Store,
+    {
+        let mut data = [0.0f32; N];
         data[..values.len()].copy_from_slice(values);
-        Some(Storage::SmallF32 { len, data })
+        Arc::new(CpuCarrier::with_store(data, values.len(), Simple::F32))
+    }
+    Some(match values.len() {
+        0 => return None,
+        1 => make::<1>(values),
+        2..=4 => make::<4>(values),
+        5..=8 => make::<8>(values),
+        9..=SMALL_F32 => make::<SMALL_F32>(values),
+        _ => return None,
+    })
+}
+
+impl<S: ?Sized + Store> CpuCarrier<S> {
+    fn len_(&self) -> usize {
+        self.extent.len()
     }
 
-    fn slice<T: Element>(&self) -> Option<&[T]> {
-        match self {
-            Storage::SmallF32 { len, data } => T::from_f32_slice(&data[..usize::from(*len)]),
-            Storage::Heap(b) => T::slice(b),
+    /// This carrier's identity (as [`Carrier::id`], also for the `dyn Store` view).
+    pub fn id(&self) -> CarrierId {
+        self.id
+    }
+
+    fn slice_of<'a, T: Element>(&self, data: &'a S) -> Option<&'a [T]> {
+        match data.buffer() {
+            Some(b) => T::slice(b),
+            None => T::from_f32_slice(&data.inline()[..self.len_()]),
         }
     }
 
-    fn slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
-        match self {
-            Storage::SmallF32 { len, data } => {
-                T::from_f32_slice_mut(&mut data[..usize::from(*len)])
-            }
-            Storage::Heap(b) => T::slice_mut(b),
+    fn slice_mut_of<'a, T: Element>(&self, data: &'a mut S) -> Option<&'a mut [T]> {
+        let len = self.len_();
+        if data.buffer().is_some() {
+            return data.buffer_mut().and_then(T::slice_mut);
+        }
+        T::from_f32_slice_mut(&mut data.inline_mut()[..len])
+    }
+
+    fn get_of(&self, data: &S, i: usize) -> Option<Scalar> {
+        match data.buffer() {
+            Some(b) => b.get(i),
+            None => data.inline()[..self.len_()].get(i).map(|x| Scalar::F32(*x)),
         }
     }
 
-    fn simple(&self) -> Simple {
-        match self {
-            Storage::SmallF32 { .. } | Storage::Heap(Buffer::F32(_)) => Simple::F32,
-            Storage::Heap(Buffer::F64(_)) => Simple::F64,
-            Storage::Heap(Buffer::I32(_)) => Simple::I32,
-            Storage::Heap(Buffer::I64(_)) => Simple::I64,
-            Storage::Heap(Buffer::Bool(_)) => Simple::Bool,
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Storage::SmallF32 { len, .. } => usize::from(*len),
-            Storage::Heap(b) => b.len(),
-        }
-    }
-
-    fn get(&self, i: usize) -> Option<Scalar> {
-        match self {
-            Storage::SmallF32 { len, data } => {
-                data[..usize::from(*len)].get(i).map(|x| Scalar::F32(*x))
-            }
-            Storage::Heap(b) => b.get(i),
-        }
-    }
-
-    fn put(&mut self, i: usize, value: Scalar) -> bool {
-        match (self, value) {
-            (Storage::SmallF32 { len, data }, Scalar::F32(x)) if i < usize::from(*len) => {
-                data[i] = x;
-                true
-            }
-            (Storage::SmallF32 { .. }, _) => false,
-            (Storage::Heap(b), v) => b.put(i, v),
-        }
-    }
-
-    fn to_buffer(&self) -> Buffer {
-        match self {
-            Storage::SmallF32 { len, data } => Buffer::F32(data[..usize::from(*len)].to_vec()),
-            Storage::Heap(b) => b.clone(),
+    fn buffer_of(&self, data: &S) -> Buffer {
+        match data.buffer() {
+            Some(b) => b.clone(),
+            None => Buffer::F32(data.inline()[..self.len_()].to_vec()),
         }
     }
 }
 
-impl fmt::Debug for CpuCarrier {
+impl<S: ?Sized + Store> fmt::Debug for CpuCarrier<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "CpuCarrier({}, v{}, {} x {})",
             self.id,
-            self.version(),
+            self.version.load(Ordering::Acquire),
             self.extent.len(),
             self.extent.dtype()
         )
@@ -248,16 +315,8 @@ impl fmt::Debug for CpuCarrier {
 impl CpuCarrier {
     /// A CPU carrier owning `data`, keeping its allocation (no copy).
     pub fn new(data: Buffer) -> CpuCarrier {
-        CpuCarrier::with_storage(Storage::Heap(data))
-    }
-
-    fn with_storage(storage: Storage) -> CpuCarrier {
-        CpuCarrier {
-            id: CarrierId::fresh(),
-            version: AtomicU64::new(0),
-            extent: Extent::new(storage.len(), storage.simple()),
-            data: RwLock::new(storage),
-        }
+        let (len, simple) = (data.len(), Simple::of(&data));
+        CpuCarrier::with_store(data, len, simple)
     }
 
     /// A CPU carrier owning `data`, shared.
@@ -269,33 +328,48 @@ impl CpuCarrier {
     pub fn from_vec<T: Element>(v: Vec<T>) -> Arc<dyn Carrier> {
         CpuCarrier::shared(T::into_buffer(v))
     }
+}
 
+impl<S: Store> CpuCarrier<S> {
+    fn with_store(data: S, len: usize, simple: Simple) -> CpuCarrier<S> {
+        CpuCarrier {
+            id: CarrierId::fresh(),
+            version: AtomicU64::new(0),
+            extent: Extent::new(len, simple),
+            data: RwLock::new(data),
+        }
+    }
+}
+
+impl<S: ?Sized + Store> CpuCarrier<S> {
     // A poisoned lock only means a panic happened while writing elements; the elements are
     // plain numbers, so the data is still usable.
-    fn lock_read(&self) -> RwLockReadGuard<'_, Storage> {
+    fn lock_read(&self) -> RwLockReadGuard<'_, S> {
         self.data
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn lock_write(&self) -> RwLockWriteGuard<'_, Storage> {
+    fn lock_write(&self) -> RwLockWriteGuard<'_, S> {
         self.data
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn wrong_type(&self, wanted: impl fmt::Display) -> crate::Error {
+        crate::Error::Type(format!(
+            "{} holds {} elements, not {wanted}",
+            self.id,
+            self.extent.dtype()
+        ))
+    }
+
     /// Runs `f` on the elements as a typed slice.
     pub fn with_slice<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
         let data = self.lock_read();
-        match data.slice::<T>() {
+        match self.slice_of::<T>(&data) {
             Some(s) => Ok(f(s)),
-            None => bail!(
-                Type,
-                "{} holds {} elements, not {}",
-                self.id,
-                self.extent.dtype(),
-                T::DTYPE
-            ),
+            None => Err(self.wrong_type(T::DTYPE)),
         }
     }
 
@@ -304,13 +378,17 @@ impl CpuCarrier {
     /// thread ever holds one carrier's lock while it waits to lock the same carrier again.
     pub fn with_slice_pair<T: Element, R>(
         &self,
-        other: &CpuCarrier,
+        other: &CpuCarrier<dyn Store>,
         f: impl FnOnce(&[T], &[T]) -> R,
     ) -> Result<R> {
-        if std::ptr::eq(self, other) {
+        let (a, b) = (
+            std::ptr::from_ref(self).cast::<u8>(),
+            std::ptr::from_ref(other).cast::<u8>(),
+        );
+        if a == b {
             return self.with_slice(|s| f(s, s));
         }
-        if std::ptr::from_ref(self) < std::ptr::from_ref(other) {
+        if a < b {
             self.with_slice(|a| other.with_slice(|b| f(a, b)))?
         } else {
             other.with_slice(|b| self.with_slice(|a| f(a, b)))?
@@ -324,24 +402,18 @@ impl CpuCarrier {
         f: impl FnOnce(&[T], &[U]) -> R,
     ) -> Result<R> {
         let data = self.lock_read();
-        match (data.slice::<T>(), data.slice::<U>()) {
+        match (self.slice_of::<T>(&data), self.slice_of::<U>(&data)) {
             (Some(x), Some(y)) => Ok(f(x, y)),
-            _ => bail!(
-                Type,
-                "{} holds {} elements, not {} and {}",
-                self.id,
-                self.extent.dtype(),
-                T::DTYPE,
-                U::DTYPE
-            ),
+            _ => Err(self.wrong_type(format_args!("{} and {}", T::DTYPE, U::DTYPE))),
         }
     }
 
     /// Runs `f` on the whole buffer (any dtype); small inline storage is lent as a copy.
     pub fn with_buffer<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
-        match &*self.lock_read() {
-            Storage::Heap(b) => f(b),
-            small @ Storage::SmallF32 { .. } => f(&small.to_buffer()),
+        let data = self.lock_read();
+        match data.buffer() {
+            Some(b) => f(b),
+            None => f(&self.buffer_of(&data)),
         }
     }
 
@@ -354,14 +426,8 @@ impl CpuCarrier {
         f: impl FnOnce(&mut [T]) -> Result<R>,
     ) -> Result<R> {
         let mut data = self.lock_write();
-        let Some(s) = data.slice_mut::<T>() else {
-            bail!(
-                Type,
-                "{} holds {} elements, not {}",
-                self.id,
-                self.extent.dtype(),
-                T::DTYPE
-            )
+        let Some(s) = self.slice_mut_of::<T>(&mut data) else {
+            return Err(self.wrong_type(T::DTYPE));
         };
         // Bumped while the lock is held, before `f` can unwind, so no reader ever sees new
         // elements under the old version.
@@ -370,20 +436,20 @@ impl CpuCarrier {
     }
 }
 
-impl Drop for CpuCarrier {
+impl<S: ?Sized + Store> Drop for CpuCarrier<S> {
     /// A large Float32 buffer goes to the process-wide reuse pool instead of the allocator.
     fn drop(&mut self) {
         let data = self
             .data
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Storage::Heap(Buffer::F32(v)) = data {
+        if let Some(Buffer::F32(v)) = data.buffer_mut() {
             crate::pool::recycle(std::mem::take(v));
         }
     }
 }
 
-impl Carrier for CpuCarrier {
+impl<S: Store> Carrier for CpuCarrier<S> {
     fn id(&self) -> CarrierId {
         self.id
     }
@@ -400,7 +466,7 @@ impl Carrier for CpuCarrier {
         "CpuCarrier"
     }
     fn read(&self, offset: usize) -> Result<Scalar> {
-        match self.lock_read().get(offset) {
+        match self.get_of(&self.lock_read(), offset) {
             Some(v) => Ok(v),
             None => bail!(
                 Value,
@@ -411,7 +477,7 @@ impl Carrier for CpuCarrier {
         }
     }
     fn to_buffer(&self) -> Buffer {
-        self.lock_read().to_buffer()
+        self.buffer_of(&self.lock_read())
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
@@ -430,8 +496,17 @@ impl Carrier for CpuCarrier {
                 v.dtype()
             );
         }
-        for &(o, v) in writes {
-            data.put(o, v);
+        if let Some(b) = data.buffer_mut() {
+            for &(o, v) in writes {
+                b.put(o, v);
+            }
+        } else {
+            let inline = data.inline_mut();
+            for &(o, v) in writes {
+                if let Scalar::F32(x) = v {
+                    inline[o] = x;
+                }
+            }
         }
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -439,17 +514,22 @@ impl Carrier for CpuCarrier {
     /// Fresh storage for computed values: up to [`SMALL_F32`] Float32 elements are moved
     /// inline.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
-        Ok(Arc::new(CpuCarrier::with_storage(Storage::compact(data))))
+        if let Buffer::F32(v) = &data {
+            if let Some(small) = inline_carrier(v) {
+                return Ok(small);
+            }
+        }
+        Ok(CpuCarrier::shared(data))
     }
     fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
-        let storage = match Storage::small_f32(values) {
-            Some(small) => small,
-            None => Storage::Heap(Buffer::F32(values.to_vec())),
-        };
-        Ok(Arc::new(CpuCarrier::with_storage(storage)))
+        Ok(inline_carrier(values)
+            .unwrap_or_else(|| CpuCarrier::shared(Buffer::F32(values.to_vec()))))
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn __as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+        Some(self)
     }
 }
 
@@ -512,6 +592,41 @@ mod tests {
             "an exclusive access that wrote and failed still bumps"
         );
         assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 7.0, 2.0]));
+    }
+
+    /// W3 keeps a million one-element results alive: their carriers must stay in the 64-byte
+    /// allocation class (40 bytes plus 16 of reference counts and 8 of allocator header), and
+    /// the sixteen-element ones W1 makes in the 128-byte class.
+    #[test]
+    fn small_carriers_stay_in_their_allocation_class() {
+        assert!(std::mem::size_of::<CpuCarrier<Inline1>>() <= 40);
+        assert!(std::mem::size_of::<CpuCarrier<Inline4>>() <= 56);
+        assert!(std::mem::size_of::<CpuCarrier<Inline8>>() <= 72);
+        assert!(std::mem::size_of::<CpuCarrier<Inline16>>() <= 104);
+        assert!(std::mem::size_of::<CpuCarrier>() <= 72);
+    }
+
+    #[test]
+    fn fresh_small_values_are_inline_cpu_carriers_of_one_class() {
+        let c = CpuCarrier::from_vec(vec![0.0f32; 100]);
+        for n in [1, 2, 4, 5, 8, 9, SMALL_F32, SMALL_F32 + 1] {
+            let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let f = c.fresh_f32(&values).unwrap();
+            assert_eq!(f.len(), n);
+            assert!(f.same_class(&*c), "{n} elements");
+            assert_eq!(f.class_id(), TypeId::of::<CpuCarrier>());
+            assert_eq!(f.to_buffer(), Buffer::F32(values.clone()));
+            let cpu = f.as_cpu().unwrap();
+            assert_eq!(cpu.with_slice::<f32, _>(<[f32]>::to_vec).unwrap(), values);
+            f.write(&[(n - 1, Scalar::F32(-1.0))]).unwrap();
+            assert_eq!(f.read(n - 1).unwrap(), Scalar::F32(-1.0));
+            assert!(
+                f.read(n).is_err(),
+                "the array's spare room is not an element"
+            );
+            assert!(f.write(&[(n, Scalar::F32(0.0))]).is_err());
+            assert_eq!(f.version(), 1);
+        }
     }
 
     #[test]

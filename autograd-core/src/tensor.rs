@@ -783,11 +783,10 @@ mod tests {
     /// W3 keeps a million of these alive; growing them is a memory regression. A node with
     /// inline saved inputs, the result layout and one stored word must stay within 120 bytes
     /// with its reference counts (a 128-byte allocation, the largest that glibc serves from its
-    /// fast bins); a carrier holds up to 64 bytes of elements inline.
+    /// fast bins). Carrier sizes are checked beside the carrier.
     #[test]
     fn graph_records_stay_small() {
         assert!(std::mem::size_of::<super::TensorInner>() <= 88);
-        assert!(std::mem::size_of::<crate::CpuCarrier>() <= 112);
         assert!(std::mem::size_of::<crate::op::SavedInput>() <= 16);
         assert!(std::mem::size_of::<crate::SavedState>() <= 88);
     }

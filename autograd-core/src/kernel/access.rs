@@ -1,6 +1,6 @@
 //! Typed read access to a tensor's elements without copying.
 
-use crate::carrier::CpuCarrier;
+use crate::carrier::{CpuCarrier, Store};
 use crate::error::{ensure, Result};
 use crate::layout::{Layout, Leaf};
 use crate::scalar::Element;
@@ -294,7 +294,7 @@ fn logical<'a, T: Element>(e: &Elements<'a, T>) -> Result<std::borrow::Cow<'a, [
     Ok(std::borrow::Cow::Owned(v))
 }
 
-fn cpu_of(t: &Tensor) -> Option<&CpuCarrier> {
+fn cpu_of(t: &Tensor) -> Option<&CpuCarrier<dyn Store>> {
     if t.subtensor_count() != 1 {
         return None;
     }
@@ -312,12 +312,14 @@ pub fn read_pair<T: Element, U: Element, R>(
     check_simple(a)?;
     check_simple(b)?;
     match (cpu_of(a), cpu_of(b)) {
-        (Some(ca), Some(cb)) if std::ptr::eq(ca, cb) => ca.with_slices::<T, U, _>(|x, y| {
-            Ok(f(
-                Elements::new(x, a.offset(), a.layout())?,
-                Elements::new(y, b.offset(), b.layout())?,
-            ))
-        })?,
+        (Some(ca), Some(cb)) if std::ptr::addr_eq(ca, cb) => {
+            ca.with_slices::<T, U, _>(|x, y| {
+                Ok(f(
+                    Elements::new(x, a.offset(), a.layout())?,
+                    Elements::new(y, b.offset(), b.layout())?,
+                ))
+            })?
+        }
         (Some(ca), Some(cb)) => {
             let both = |x: &[T], y: &[U]| -> Result<R> {
                 Ok(f(
@@ -325,7 +327,7 @@ pub fn read_pair<T: Element, U: Element, R>(
                     Elements::new(y, b.offset(), b.layout())?,
                 ))
             };
-            if std::ptr::from_ref(ca) < std::ptr::from_ref(cb) {
+            if std::ptr::from_ref(ca).cast::<u8>() < std::ptr::from_ref(cb).cast::<u8>() {
                 ca.with_slice::<T, _>(|x| cb.with_slice::<U, _>(|y| both(x, y)))??
             } else {
                 cb.with_slice::<U, _>(|y| ca.with_slice::<T, _>(|x| both(x, y)))??

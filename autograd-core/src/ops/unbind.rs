@@ -4,7 +4,6 @@
 //! (the q, k and v of an attention block come out of one projection this way).
 
 use crate::__private::{check_cotangents, several_results_backward, OutputInfo};
-use crate::carrier::Carrier;
 use crate::error::{ensure, Result};
 use crate::op::{Operation, Recording, SavedState};
 use crate::tensor::Tensor;
