@@ -92,7 +92,7 @@ impl Tensor {
         if let Some((node, k)) = ctx.__result_of() {
             return Some((node.clone(), k, false));
         }
-        let sole = Arc::strong_count(&self.0) == 1 && Arc::strong_count(ctx) == 1;
+        let sole = self.0.is_unique() && Arc::strong_count(ctx) == 1;
         Some((ctx.clone(), 0, sole))
     }
 

@@ -239,24 +239,41 @@ type Inline4 = [f32; 4];
 type Inline8 = [f32; 8];
 type Inline16 = [f32; SMALL_F32];
 
-/// `values` in the smallest inline array that holds them, if one does.
-fn inline_carrier(values: &[f32]) -> Option<Arc<dyn Carrier>> {
-    fn make<const N: usize>(values: &[f32]) -> Arc<dyn Carrier>
+/// What to make of small Float32 values once they sit in a CPU carrier's inline array.
+pub(crate) trait InlineSink {
+    type Out;
+    fn take<S: Store>(self, carrier: CpuCarrier<S>) -> Self::Out;
+}
+
+/// `values` in a CPU carrier with the smallest inline array that holds them, handed to
+/// `sink`; `None` when none does (no values, or more than [`SMALL_F32`]).
+pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Option<K::Out> {
+    fn make<const N: usize, K: InlineSink>(values: &[f32], sink: K) -> K::Out
     where
         [f32; N]: Store,
     {
         let mut data = [0.0f32; N];
         data[..values.len()].copy_from_slice(values);
-        Arc::new(CpuCarrier::with_store(data, values.len(), Simple::F32))
+        sink.take(CpuCarrier::with_store(data, values.len(), Simple::F32))
     }
     Some(match values.len() {
         0 => return None,
-        1 => make::<1>(values),
-        2..=4 => make::<4>(values),
-        5..=8 => make::<8>(values),
-        9..=SMALL_F32 => make::<SMALL_F32>(values),
+        1 => make::<1, K>(values, sink),
+        2..=4 => make::<4, K>(values, sink),
+        5..=8 => make::<8, K>(values, sink),
+        9..=SMALL_F32 => make::<SMALL_F32, K>(values, sink),
         _ => return None,
     })
+}
+
+/// Makes shared carriers of inline arrays.
+struct Shared;
+
+impl InlineSink for Shared {
+    type Out = Arc<dyn Carrier>;
+    fn take<S: Store>(self, carrier: CpuCarrier<S>) -> Arc<dyn Carrier> {
+        Arc::new(carrier)
+    }
 }
 
 impl<S: ?Sized + Store> CpuCarrier<S> {
@@ -515,14 +532,14 @@ impl<S: Store> Carrier for CpuCarrier<S> {
     /// inline.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
         if let Buffer::F32(v) = &data {
-            if let Some(small) = inline_carrier(v) {
+            if let Some(small) = inline_f32(v, Shared) {
                 return Ok(small);
             }
         }
         Ok(CpuCarrier::shared(data))
     }
     fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
-        Ok(inline_carrier(values)
+        Ok(inline_f32(values, Shared)
             .unwrap_or_else(|| CpuCarrier::shared(Buffer::F32(values.to_vec()))))
     }
     fn as_any(&self) -> &dyn Any {

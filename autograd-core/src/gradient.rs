@@ -291,8 +291,7 @@ fn is_private(g: &Tensor, class: &Arc<dyn Carrier>) -> bool {
     let crate::tensor::Parts::One { carrier, offset } = &g.0.parts else {
         return false;
     };
-    Arc::strong_count(&g.0) == 1
-        && Arc::weak_count(&g.0) == 0
+    g.0.is_unique()
         && Arc::strong_count(carrier) == 1
         && Arc::weak_count(carrier) == 0
         && *offset == 0
@@ -358,7 +357,14 @@ impl Tensor {
         if !is_dense(&layout) {
             return wrap(laid_out(values, &layout)?, layout, self.part_carrier(0));
         }
-        let carrier = self.part_carrier(0).fresh_f32(values)?;
+        let class = self.part_carrier(0);
+        // a CPU result keeps its header and elements in one allocation
+        if class.as_cpu().is_some() {
+            if let Some(h) = crate::handle::small_f32(values, layout.clone()) {
+                return Ok(Tensor(h));
+            }
+        }
+        let carrier = class.fresh_f32(values)?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,
             layout,

@@ -12,6 +12,7 @@ mod dtype;
 pub mod error;
 mod gemm;
 mod grad_mode;
+mod handle;
 mod int_tuple;
 pub mod kernel;
 pub mod layout;

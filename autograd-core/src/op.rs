@@ -878,7 +878,7 @@ impl Recording {
 /// and it has no node, else a fresh handle (no node, no `.grad`) to the same storage.
 pub(crate) fn own_result(mut result: Tensor) -> Tensor {
     // A unique handle is read without its lock (nothing else can reach it).
-    let owned = Arc::get_mut(&mut result.0).is_some_and(|inner| {
+    let owned = result.0.get_mut().is_some_and(|inner| {
         inner
             .autograd
             .get_mut()

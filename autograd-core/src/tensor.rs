@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::carrier::{Carrier, CpuCarrier};
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
+use crate::handle::Handle;
 use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::op::Node;
@@ -18,7 +19,7 @@ use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
 #[derive(Clone)]
-pub struct Tensor(pub(crate) Arc<TensorInner>);
+pub struct Tensor(pub(crate) Handle);
 
 pub(crate) struct TensorInner {
     /// The identity (never reused, as an address would be once the tensor is dropped) shifted
@@ -75,16 +76,23 @@ fn storage_admits(logical: &DType, storage: &DType) -> bool {
     }
 }
 
-impl Tensor {
-    pub(crate) fn from_inner(dtype: DType, layout: Arc<Layout>, parts: Parts) -> Tensor {
+impl TensorInner {
+    /// A new tensor's header, with an identity never handed out before.
+    pub(crate) fn new(dtype: DType, layout: Arc<Layout>, parts: Parts) -> TensorInner {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        Tensor(Arc::new(TensorInner {
+        TensorInner {
             id_retain: AtomicU64::new(NEXT.fetch_add(1, Ordering::Relaxed) << 1),
             dtype,
             layout,
             parts,
             autograd: Mutex::new(AutogradState::default()),
-        }))
+        }
+    }
+}
+
+impl Tensor {
+    pub(crate) fn from_inner(dtype: DType, layout: Arc<Layout>, parts: Parts) -> Tensor {
+        Tensor(Handle::new(TensorInner::new(dtype, layout, parts)))
     }
 
     /// A tensor over `carrier` with `layout` placed at `offset`, validated to fit the carrier.
@@ -381,7 +389,7 @@ impl Tensor {
     }
     /// Whether two handles are the same tensor.
     pub fn same_tensor(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Handle::ptr_eq(&self.0, &other.0)
     }
     /// This tensor's identity, shared by its clones and never reused by another tensor.
     pub fn id(&self) -> u64 {
@@ -415,7 +423,7 @@ impl Tensor {
 
     /// [`Tensor::attach_node`] without taking the lock when this is the only handle.
     pub(crate) fn attach_node_owned(&mut self, node: Node) {
-        match Arc::get_mut(&mut self.0) {
+        match self.0.get_mut() {
             Some(inner) => {
                 inner
                     .autograd
@@ -732,7 +740,7 @@ fn drop_node(node: Node) {
         // Handle by handle, so that a tensor saved twice (`x * x`) is emptied when its last
         // handle goes, not from that handle's drop.
         saved.drain(|t| {
-            if Arc::strong_count(&t.0) == 1 {
+            if t.0.is_unique() {
                 if let Some(inner) = t.state().ctx.take() {
                     stack.push(inner);
                 }
