@@ -46,18 +46,69 @@ pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 const NO_PRODUCER: u32 = u32::MAX;
 
 /// One reached node, in discovery order. Indices are `u32` so that a plan for a million-node
-/// graph stays small; a graph of four billion nodes would not fit in memory anyway.
+/// graph stays small (24 bytes a step); a graph of four billion nodes would not fit in memory
+/// anyway.
 struct Step {
     node: Node,
     /// Where this node's input producers start in `Plan::producers`.
     first: u32,
-    /// Number of saved inputs.
-    count: u32,
-    /// Whether propagating through this node can reach a requested tensor.
-    useful: bool,
-    /// Whether another traversal may reach this node other than through this plan's own
-    /// nodes: the root, and every node met through an edge that was not its sole way in.
-    shared: bool,
+    /// The number of saved inputs, with [`Step::USEFUL`] and [`Step::SHARED`] in its top bits.
+    count_flags: u32,
+}
+
+impl Step {
+    /// Propagating through this node can reach a requested tensor.
+    const USEFUL: u32 = 1 << 31;
+    /// Another traversal may reach this node other than through this plan's own nodes: the
+    /// root, and every node met through an edge that was not its sole way in.
+    const SHARED: u32 = 1 << 30;
+    const COUNT: u32 = Step::SHARED - 1;
+
+    fn new(node: Node, shared: bool) -> Step {
+        let shared = if shared { Step::SHARED } else { 0 };
+        Step {
+            node,
+            first: 0,
+            count_flags: Step::USEFUL | shared,
+        }
+    }
+
+    fn count(&self) -> u32 {
+        self.count_flags & Step::COUNT
+    }
+
+    fn set_inputs(&mut self, first: usize, count: usize) -> Result<()> {
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|&c| c <= Step::COUNT)
+            .ok_or_else(|| {
+                crate::Error::NotImplemented(format!(
+                    "a node of more than {} saved inputs",
+                    Step::COUNT
+                ))
+            })?;
+        self.first = index_u32(first)?;
+        self.count_flags = (self.count_flags & !Step::COUNT) | count;
+        Ok(())
+    }
+
+    fn useful(&self) -> bool {
+        self.count_flags & Step::USEFUL != 0
+    }
+
+    fn set_useful(&mut self, useful: bool) {
+        self.count_flags =
+            (self.count_flags & !Step::USEFUL) | if useful { Step::USEFUL } else { 0 };
+    }
+
+    fn shared(&self) -> bool {
+        self.count_flags & Step::SHARED != 0
+    }
+
+    fn producers<'a>(&self, all: &'a [u32]) -> &'a [u32] {
+        let first = self.first as usize;
+        &all[first..first + self.count() as usize]
+    }
 }
 
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
@@ -155,13 +206,7 @@ impl Plan {
             outputs = Some(Box::new(o));
         }
         index.insert(node_key(root), 0);
-        steps.push(Step {
-            node: root.clone(),
-            first: 0,
-            count: 0,
-            useful: true,
-            shared: true,
-        });
+        steps.push(Step::new(root.clone(), true));
         pending.push(0);
         while let Some(i) = stack.pop() {
             let i = i as usize;
@@ -194,13 +239,7 @@ impl Plan {
                         if let Some(o) = &mut outputs {
                             o.push_step(results)?;
                         }
-                        steps.push(Step {
-                            node: child,
-                            first: 0,
-                            count: 0,
-                            useful: true,
-                            shared: !sole,
-                        });
+                        steps.push(Step::new(child, !sole));
                         pending.push(0);
                         stack.push(j);
                         j
@@ -225,8 +264,7 @@ impl Plan {
                 }
                 Ok(())
             })??;
-            steps[i].first = index_u32(first)?;
-            steps[i].count = index_u32(producers.len() - first)?;
+            steps[i].set_inputs(first, producers.len() - first)?;
         }
         drop(index);
         // Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
@@ -240,7 +278,7 @@ impl Plan {
         while let Some(i) = ready.pop() {
             order.push(i);
             let s = &steps[i as usize];
-            for &p in &producers[s.first as usize..(s.first + s.count) as usize] {
+            for &p in s.producers(&producers) {
                 if p != NO_PRODUCER {
                     pending[p as usize] -= 1;
                     if pending[p as usize] == 0 {
@@ -294,7 +332,7 @@ impl Plan {
     }
 
     fn producers_of(&self, step: &Step) -> &[u32] {
-        &self.producers[step.first as usize..(step.first + step.count) as usize]
+        step.producers(&self.producers)
     }
 
     /// Marks the steps through which a tensor accepted by `wanted` can be reached.
@@ -308,8 +346,8 @@ impl Plan {
                 || self
                     .producers_of(step)
                     .iter()
-                    .any(|&p| p != NO_PRODUCER && self.steps[p as usize].useful);
-            self.steps[i as usize].useful = useful;
+                    .any(|&p| p != NO_PRODUCER && self.steps[p as usize].useful());
+            self.steps[i as usize].set_useful(useful);
         }
         Ok(())
     }
@@ -343,7 +381,7 @@ impl<'p> Claim<'p> {
             .steps
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.shared)
+            .filter(|(_, s)| s.shared())
             .map(|(i, s)| (s.node.id(), i))
             .collect();
         shared.sort_unstable();
@@ -524,7 +562,7 @@ fn propagate_with(
             let Some(g) = cotangents[slots.start].take() else {
                 continue;
             };
-            if !step.useful {
+            if !step.useful() {
                 continue;
             }
             match batch {
@@ -538,7 +576,7 @@ fn propagate_with(
             for slot in slots {
                 several.push(cotangents[slot].take().map(Sum::into_tensor).transpose()?);
             }
-            if !step.useful || several.iter().all(Option::is_none) {
+            if !step.useful() || several.iter().all(Option::is_none) {
                 continue;
             }
             Cotangent::Several(&several)
@@ -554,7 +592,7 @@ fn propagate_with(
                 Sink::Collect(wanted) => wanted(input),
             };
             let forward = producer
-                .filter(|&p| plan.steps[p].useful)
+                .filter(|&p| plan.steps[p].useful())
                 .map(|p| plan.edge_slot(first + j, p));
             (keep, forward)
         };
@@ -851,4 +889,30 @@ fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> 
         describe_input(node, i),
         node.saved().location()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Step;
+    use crate::{ops::mul_scalar, shape, Tensor};
+
+    /// A plan holds one step per node of the graph: W3's million of them.
+    #[test]
+    fn a_step_is_three_words() {
+        assert!(std::mem::size_of::<Step>() <= 24);
+    }
+
+    #[test]
+    fn a_step_keeps_its_count_and_flags_apart() {
+        let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
+        let node = mul_scalar(&x, 2.0).unwrap().autograd_ctx().unwrap();
+        let mut s = Step::new(node, true);
+        assert!(s.useful() && s.shared() && s.count() == 0);
+        s.set_inputs(7, Step::COUNT as usize).unwrap();
+        s.set_useful(false);
+        assert_eq!((s.first, s.count()), (7, Step::COUNT));
+        assert!(!s.useful() && s.shared());
+        assert!(s.set_inputs(0, Step::COUNT as usize + 1).is_err());
+        assert_eq!(s.count(), Step::COUNT, "a refused count changes nothing");
+    }
 }
