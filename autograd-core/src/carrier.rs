@@ -11,6 +11,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
+use crate::ids::id_source;
 use crate::scalar::{Buffer, Element, Scalar};
 
 /// The identity of one carrier, unique for the life of the process.
@@ -20,8 +21,8 @@ pub struct CarrierId(u64);
 impl CarrierId {
     /// A new identity, never handed out before.
     pub fn fresh() -> CarrierId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        CarrierId(NEXT.fetch_add(1, Ordering::Relaxed))
+        id_source!(CarrierIds);
+        CarrierId(CarrierIds::next())
     }
 }
 

@@ -13,6 +13,7 @@ pub mod error;
 mod gemm;
 mod grad_mode;
 mod handle;
+mod ids;
 mod int_tuple;
 pub mod kernel;
 pub mod layout;

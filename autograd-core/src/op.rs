@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::carrier::CarrierId;
 use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
+use crate::ids::id_source;
 use crate::tensor::Tensor;
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
@@ -343,18 +344,18 @@ fn thread_token() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(u64);
 
-/// The next node identity to hand out.
-static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+id_source!(NodeIds);
 
 impl NodeId {
     fn fresh() -> NodeId {
-        NodeId(NEXT_NODE.fetch_add(1, Ordering::Relaxed))
+        NodeId(NodeIds::next())
     }
 
-    /// Below every identity not yet handed out: a node recorded from now on has an identity at
-    /// least this (checkpoint replay tells the nodes it recorded from older ones by it).
+    /// Above every node identity handed out so far, on any thread, and at or below every one
+    /// this thread records from now on (checkpoint replay tells the nodes it recorded from
+    /// older ones by it).
     pub(crate) fn watermark() -> NodeId {
-        NodeId(NEXT_NODE.load(Ordering::Relaxed))
+        NodeId(NodeIds::watermark())
     }
 
     /// The identity as a number.

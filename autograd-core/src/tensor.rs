@@ -11,6 +11,7 @@ use crate::carrier::{Carrier, CpuCarrier};
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
 use crate::handle::Handle;
+use crate::ids::id_source;
 use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::op::Node;
@@ -79,9 +80,9 @@ fn storage_admits(logical: &DType, storage: &DType) -> bool {
 impl TensorInner {
     /// A new tensor's header, with an identity never handed out before.
     pub(crate) fn new(dtype: DType, layout: Arc<Layout>, parts: Parts) -> TensorInner {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
+        id_source!(TensorIds);
         TensorInner {
-            id_retain: AtomicU64::new(NEXT.fetch_add(1, Ordering::Relaxed) << 1),
+            id_retain: AtomicU64::new(TensorIds::next() << 1),
             dtype,
             layout,
             parts,

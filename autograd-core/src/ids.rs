@@ -1,0 +1,112 @@
+//! Identities unique for the life of the process, handed out from thread-local blocks: every
+//! tensor, carrier and node takes one, and one shared counter bumped per object would be an
+//! atomic read-modify-write on every op's path (and a cache line all threads fight over).
+//!
+//! Identities are unique and never reused, but only ordered within a thread: a block taken
+//! later by another thread may hold smaller numbers. [`IdSource::watermark`] gives a number
+//! that every identity handed out before it is below, on any thread.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::LocalKey;
+
+/// How many identities a thread takes from the shared counter at a time.
+const BLOCK: u64 = 1024;
+
+/// A thread's current block of identities, `(next, end)`.
+pub(crate) type Block = Cell<(u64, u64)>;
+
+/// Declares `$name`, a source of identities starting at 1: a shared counter and each
+/// thread's block of it.
+macro_rules! id_source {
+    ($vis:vis $name:ident) => {
+        $vis struct $name;
+        impl $name {
+            fn parts() -> (&'static std::sync::atomic::AtomicU64, &'static std::thread::LocalKey<$crate::ids::Block>) {
+                static SHARED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                thread_local! {
+                    static BLOCK: $crate::ids::Block = const { std::cell::Cell::new((0, 0)) };
+                }
+                (&SHARED, &BLOCK)
+            }
+
+            /// A new identity.
+            #[inline]
+            $vis fn next() -> u64 {
+                let (shared, local) = Self::parts();
+                $crate::ids::next(shared, local)
+            }
+
+            /// A number above every identity handed out so far, on any thread, and at or
+            /// below every one this thread is handed from now on.
+            #[allow(dead_code)]
+            $vis fn watermark() -> u64 {
+                let (shared, local) = Self::parts();
+                $crate::ids::watermark(shared, local)
+            }
+        }
+    };
+}
+pub(crate) use id_source;
+
+/// A new identity from `local`'s block, taking a new block from `shared` when it is used up.
+#[inline]
+pub(crate) fn next(shared: &AtomicU64, local: &'static LocalKey<Block>) -> u64 {
+    local
+        .try_with(|block| {
+            let (next, end) = block.get();
+            if next < end {
+                block.set((next + 1, end));
+                next
+            } else {
+                let start = shared.fetch_add(BLOCK, Ordering::Relaxed);
+                block.set((start + 1, start + BLOCK));
+                start
+            }
+        })
+        // a thread tearing down its thread-locals takes one at a time
+        .unwrap_or_else(|_| shared.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Starts a new block for this thread and answers its first identity.
+pub(crate) fn watermark(shared: &AtomicU64, local: &'static LocalKey<Block>) -> u64 {
+    let start = shared.fetch_add(BLOCK, Ordering::Relaxed);
+    let _ = local.try_with(|block| block.set((start, start + BLOCK)));
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    super::id_source!(Ids);
+
+    #[test]
+    fn identities_are_unique_across_threads_and_follow_a_watermark() {
+        let before: Vec<u64> = (0..10).map(|_| Ids::next()).collect();
+        let others: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..3000).map(|_| Ids::next()).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| h.join().expect("no panic"))
+                .collect()
+        });
+        let mark = Ids::watermark();
+        let after: Vec<u64> = (0..2000).map(|_| Ids::next()).collect();
+        let all: HashSet<u64> = before
+            .iter()
+            .chain(&others)
+            .chain(&after)
+            .copied()
+            .collect();
+        assert_eq!(all.len(), 10 + 4 * 3000 + 2000, "never handed out twice");
+        assert!(!all.contains(&0), "identities start at 1");
+        assert!(before.iter().chain(&others).all(|&i| i < mark));
+        assert!(after.iter().all(|&i| i >= mark));
+        assert!(
+            after.windows(2).all(|w| w[0] < w[1]),
+            "ordered within a thread"
+        );
+    }
+}
