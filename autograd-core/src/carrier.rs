@@ -247,8 +247,8 @@ pub(crate) trait InlineSink {
 }
 
 /// `values` in a CPU carrier with the smallest inline array that holds them, handed to
-/// `sink`; `None` when none does (no values, or more than [`SMALL_F32`]).
-pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Option<K::Out> {
+/// `sink`; the sink back when none does (no values, or more than [`SMALL_F32`]).
+pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Result<K::Out, K> {
     fn make<const N: usize, K: InlineSink>(values: &[f32], sink: K) -> K::Out
     where
         [f32; N]: Store,
@@ -257,13 +257,12 @@ pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Option<K::Ou
         data[..values.len()].copy_from_slice(values);
         sink.take(CpuCarrier::with_store(data, values.len(), Simple::F32))
     }
-    Some(match values.len() {
-        0 => return None,
+    Ok(match values.len() {
         1 => make::<1, K>(values, sink),
         2..=4 => make::<4, K>(values, sink),
         5..=8 => make::<8, K>(values, sink),
         9..=SMALL_F32 => make::<SMALL_F32, K>(values, sink),
-        _ => return None,
+        _ => return Err(sink),
     })
 }
 
@@ -533,7 +532,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
     /// inline.
     fn fresh(&self, data: Buffer) -> Result<Arc<dyn Carrier>> {
         if let Buffer::F32(v) = &data {
-            if let Some(small) = inline_f32(v, Shared) {
+            if let Ok(small) = inline_f32(v, Shared) {
                 return Ok(small);
             }
         }
@@ -541,7 +540,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
     }
     fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
         Ok(inline_f32(values, Shared)
-            .unwrap_or_else(|| CpuCarrier::shared(Buffer::F32(values.to_vec()))))
+            .unwrap_or_else(|_| CpuCarrier::shared(Buffer::F32(values.to_vec()))))
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -358,12 +358,15 @@ impl Tensor {
             return wrap(laid_out(values, &layout)?, layout, self.part_carrier(0));
         }
         let class = self.part_carrier(0);
-        // a CPU result keeps its header and elements in one allocation
-        if class.as_cpu().is_some() {
-            if let Some(h) = crate::handle::small_f32(values, layout.clone()) {
-                return Ok(Tensor(h));
+        // a small CPU result keeps its header and elements in one allocation
+        let layout = if class.as_cpu().is_some() {
+            match crate::handle::small_f32(values, layout) {
+                Ok(h) => return Ok(Tensor(h)),
+                Err(layout) => layout,
             }
-        }
+        } else {
+            layout
+        };
         let carrier = class.fresh_f32(values)?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,

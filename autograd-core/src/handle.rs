@@ -202,8 +202,8 @@ fn homed<S: Store>(carrier: CpuCarrier<S>, layout: Arc<Layout>) -> Handle {
 }
 
 /// A new Float32 tensor of `layout` holding `values`, its header and carrier in one
-/// allocation, when the values fit a carrier's inline array.
-pub(crate) fn small_f32(values: &[f32], layout: Arc<Layout>) -> Option<Handle> {
+/// allocation; `layout` back when the values do not fit a carrier's inline array.
+pub(crate) fn small_f32(values: &[f32], layout: Arc<Layout>) -> Result<Handle, Arc<Layout>> {
     struct Homed(Arc<Layout>);
     impl InlineSink for Homed {
         type Out = Handle;
@@ -211,7 +211,7 @@ pub(crate) fn small_f32(values: &[f32], layout: Arc<Layout>) -> Option<Handle> {
             homed(carrier, self.0)
         }
     }
-    inline_f32(values, Homed(layout))
+    inline_f32(values, Homed(layout)).map_err(|Homed(layout)| layout)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! through the differentiable [`broadcast_to`], so a broadcast operand's gradient is summed by
 //! that op's VJP and no binary op folds broadcasts itself.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::broadcast::broadcast_to;
@@ -71,11 +72,16 @@ pub(crate) fn expand(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
 /// `a` and `b` broadcast to one shape for the op `op` (a shape error names it). Callers'
 /// call sites are tracked, so a `broadcast_to` node records the user's line.
 #[track_caller]
-pub(crate) fn operands(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+pub(crate) fn operands<'t>(
+    op: &str,
+    a: &'t Tensor,
+    b: &'t Tensor,
+) -> Result<(Cow<'t, Tensor>, Cow<'t, Tensor>)> {
     if a.shape() == b.shape() {
-        return Ok((a.clone(), b.clone()));
+        return Ok((Cow::Borrowed(a), Cow::Borrowed(b)));
     }
-    broadcast_pair(a, b).map_err(|e| e.context(op))
+    let (a, b) = broadcast_pair(a, b).map_err(|e| e.context(op))?;
+    Ok((Cow::Owned(a), Cow::Owned(b)))
 }
 
 /// The cotangent `g` of `broadcast_to(a, g.dims())` summed back to `a`'s shape: each element
