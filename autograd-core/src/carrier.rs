@@ -68,10 +68,10 @@ pub trait Carrier: Send + Sync + fmt::Debug + 'static {
     }
     /// For downcasting to the implementation.
     fn as_any(&self) -> &dyn Any;
-    /// The CPU carrier's typed slices, for kernels; only [`CpuCarrier`] answers. Call
-    /// `as_cpu` on `dyn Carrier` instead.
+    /// The CPU carrier's typed slices, for kernels; only the crate's CPU carriers answer (the
+    /// token's type cannot be named outside it). Call `as_cpu` on `dyn Carrier` instead.
     #[doc(hidden)]
-    fn __as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+    fn __as_cpu(&self, _: sealed::Token) -> Option<&CpuCarrier<dyn Store>> {
         None
     }
 }
@@ -85,30 +85,24 @@ impl dyn Carrier {
     /// The implementation class as a `TypeId`; every CPU carrier, whatever its store, is of
     /// the class `CpuCarrier`.
     pub fn class_id(&self) -> TypeId {
-        let id = self.as_any().type_id();
-        let cpu = [
-            TypeId::of::<CpuCarrier<Inline1>>(),
-            TypeId::of::<CpuCarrier<Inline4>>(),
-            TypeId::of::<CpuCarrier<Inline8>>(),
-            TypeId::of::<CpuCarrier<Inline16>>(),
-        ];
-        if cpu.contains(&id) {
-            TypeId::of::<CpuCarrier>()
-        } else {
-            id
+        match self.as_cpu() {
+            Some(_) => TypeId::of::<CpuCarrier>(),
+            None => self.as_any().type_id(),
         }
     }
 
-    /// This carrier as a CPU carrier, if it is one.
+    /// This carrier as a CPU carrier, if it is one. Test for the CPU class with this or
+    /// [`class_id`](Self::class_id), not by downcasting `as_any` to `CpuCarrier`: small
+    /// Float32 storage is a `CpuCarrier` of an inline array store.
     pub fn as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
-        self.__as_cpu()
+        self.__as_cpu(sealed::Token(()))
     }
 }
 
 /// Storage in main memory: one [`Buffer`] of a simple dtype (the default `S`), or, for up to
 /// [`SMALL_F32`] Float32 elements, an inline array sized to them.
 ///
-/// Kernels see every CPU carrier as `CpuCarrier<dyn Store>` (see [`Carrier::__as_cpu`]), so
+/// Kernels see every CPU carrier as `CpuCarrier<dyn Store>` (`as_cpu` on `dyn Carrier`), so
 /// one class serves every size, and a one-element result costs a 64-byte allocation, not one
 /// sized for sixteen elements.
 ///
@@ -184,7 +178,13 @@ pub const SMALL_F32: usize = 16;
 
 mod sealed {
     pub trait Sealed {}
+
+    /// Only this crate can name it, so only this crate's carriers answer `__as_cpu`.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Token(pub(crate) ());
 }
+
+pub(crate) use sealed::Token;
 
 /// The element store of a [`CpuCarrier`]: a [`Buffer`], or an inline Float32 array. Sealed;
 /// the carrier's extent says how many of an array's elements are in use.
@@ -233,13 +233,6 @@ impl<const N: usize> Store for [f32; N] {
     }
 }
 
-/// The inline array sizes: an allocation class each (64, 80, 96 and 128 bytes with the
-/// reference counts), so a result is never more than one class larger than its elements need.
-type Inline1 = [f32; 1];
-type Inline4 = [f32; 4];
-type Inline8 = [f32; 8];
-type Inline16 = [f32; SMALL_F32];
-
 /// What to make of small Float32 values once they sit in a CPU carrier's inline array.
 pub(crate) trait InlineSink {
     type Out;
@@ -257,6 +250,8 @@ pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Result<K::Ou
         data[..values.len()].copy_from_slice(values);
         sink.take(CpuCarrier::with_store(data, values.len(), Simple::F32))
     }
+    // one allocation class each (64, 80, 96 and 128 bytes with the reference counts), so a
+    // result is never more than one class larger than its elements need
     Ok(match values.len() {
         1 => make::<1, K>(values, sink),
         2..=4 => make::<4, K>(values, sink),
@@ -545,7 +540,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn __as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+    fn __as_cpu(&self, _: Token) -> Option<&CpuCarrier<dyn Store>> {
         Some(self)
     }
 }
@@ -616,10 +611,10 @@ mod tests {
     /// the sixteen-element ones W1 makes in the 128-byte class.
     #[test]
     fn small_carriers_stay_in_their_allocation_class() {
-        assert!(std::mem::size_of::<CpuCarrier<Inline1>>() <= 40);
-        assert!(std::mem::size_of::<CpuCarrier<Inline4>>() <= 56);
-        assert!(std::mem::size_of::<CpuCarrier<Inline8>>() <= 72);
-        assert!(std::mem::size_of::<CpuCarrier<Inline16>>() <= 104);
+        assert!(std::mem::size_of::<CpuCarrier<[f32; 1]>>() <= 40);
+        assert!(std::mem::size_of::<CpuCarrier<[f32; 4]>>() <= 56);
+        assert!(std::mem::size_of::<CpuCarrier<[f32; 8]>>() <= 72);
+        assert!(std::mem::size_of::<CpuCarrier<[f32; SMALL_F32]>>() <= 104);
         assert!(std::mem::size_of::<CpuCarrier>() <= 72);
     }
 

@@ -15,17 +15,18 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::carrier::{inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store};
+use crate::carrier::{inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store, Token};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::scalar::{Buffer, Scalar};
-use crate::tensor::{Parts, TensorInner};
+use crate::tensor::{AutogradState, Parts, TensorInner};
 
 /// Set in a header's count when the header lives inside a carrier block.
 const HOMED: usize = 1 << (usize::BITS - 1);
-/// More handles than this is a leak of `mem::forget`ed clones; abort, as `Arc` does.
-const MAX_HANDLES: usize = isize::MAX as usize;
+/// More handles than this is a leak of `mem::forget`ed clones; abort, as `Arc` does, with half
+/// the range below [`HOMED`] to spare for clones racing with the abort.
+const MAX_HANDLES: usize = HOMED >> 1;
 
 pub(crate) struct Header {
     /// Live handles, with [`HOMED`] set for a header inside a carrier block.
@@ -36,8 +37,8 @@ pub(crate) struct Header {
 /// One handle to a tensor header; clones share it, the last one drops the tensor.
 pub(crate) struct Handle(NonNull<Header>);
 
-// SAFETY: a handle gives shared access to a `TensorInner`, which is `Send + Sync`; the count
-// is atomic, and the last handle drops the header once, as `Arc` does.
+// SAFETY: a handle gives shared access to a `TensorInner`, which is `Send + Sync` (checked
+// below); the count is atomic, and the last handle drops the header once, as `Arc` does.
 unsafe impl Send for Handle {}
 // SAFETY: as above.
 unsafe impl Sync for Handle {}
@@ -57,11 +58,17 @@ impl Handle {
         self.header().handles.load(Ordering::Acquire) & !HOMED == 1
     }
 
-    /// The tensor, mutably, when this is its only handle.
-    pub(crate) fn get_mut(&mut self) -> Option<&mut TensorInner> {
+    /// The tensor's autograd state, mutably, when this is its only handle. Only that: the
+    /// rest of a header in a block (its carrier handle) must not be replaced.
+    pub(crate) fn autograd_mut(&mut self) -> Option<&mut AutogradState> {
         // SAFETY: no other handle exists, and `&mut self` keeps this one from being cloned.
-        self.is_unique()
-            .then(|| unsafe { &mut (*self.0.as_ptr()).inner })
+        self.is_unique().then(|| {
+            let inner = unsafe { &mut (*self.0.as_ptr()).inner };
+            inner
+                .autograd
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
     /// Whether two handles are of the same tensor.
@@ -119,6 +126,12 @@ impl Drop for Handle {
     }
 }
 
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<TensorInner>();
+    assert_send_sync::<CpuCarrier<[f32; 1]>>();
+};
+
 /// A small CPU carrier with room for the header of the tensor it was made for.
 struct Block<S: Store> {
     header: UnsafeCell<MaybeUninit<Header>>,
@@ -168,11 +181,11 @@ impl<S: Store> Carrier for Block<S> {
     fn fresh_f32(&self, values: &[f32]) -> Result<Arc<dyn Carrier>> {
         self.carrier.fresh_f32(values)
     }
-    /// The carrier itself, so that a block is of the CPU class and downcasts as one.
+    /// The carrier itself: a block downcasts as the CPU carrier it holds.
     fn as_any(&self) -> &dyn std::any::Any {
         self.carrier.as_any()
     }
-    fn __as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
+    fn __as_cpu(&self, _: Token) -> Option<&CpuCarrier<dyn Store>> {
         Some(&self.carrier)
     }
 }
@@ -244,9 +257,9 @@ mod tests {
     fn handles_count_their_clones() {
         let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
         let mut y = mul_scalar(&x, 3.0).unwrap();
-        assert!(y.0.is_unique() && y.0.get_mut().is_some());
+        assert!(y.0.is_unique() && y.0.autograd_mut().is_some());
         let z = y.clone();
-        assert!(!y.0.is_unique() && y.0.get_mut().is_none());
+        assert!(!y.0.is_unique() && y.0.autograd_mut().is_none());
         assert!(super::Handle::ptr_eq(&y.0, &z.0));
         assert!(!super::Handle::ptr_eq(&y.0, &x.0));
         drop(z);

@@ -3,8 +3,10 @@
 //! atomic read-modify-write on every op's path (and a cache line all threads fight over).
 //!
 //! Identities are unique and never reused, but only ordered within a thread: a block taken
-//! later by another thread may hold smaller numbers. [`IdSource::watermark`] gives a number
-//! that every identity handed out before it is below, on any thread.
+//! later by another thread may hold smaller numbers. A watermark gives a number that every
+//! identity handed out before it is below, and that every identity handed out after it (in
+//! the happens-before sense, on any thread) is at or above: it starts a new epoch, and a
+//! thread takes a new block when it sees one.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,8 +15,23 @@ use std::thread::LocalKey;
 /// How many identities a thread takes from the shared counter at a time.
 const BLOCK: u64 = 1024;
 
-/// A thread's current block of identities, `(next, end)`.
-pub(crate) type Block = Cell<(u64, u64)>;
+/// What a source's threads share: the next identity no block holds, and the epoch.
+pub(crate) struct Shared {
+    next: AtomicU64,
+    epoch: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) const fn new() -> Shared {
+        Shared {
+            next: AtomicU64::new(1),
+            epoch: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A thread's current block of identities, `(next, end, epoch taken in)`.
+pub(crate) type Block = Cell<(u64, u64, u64)>;
 
 /// Declares `$name`, a source of identities starting at 1: a shared counter and each
 /// thread's block of it.
@@ -22,10 +39,10 @@ macro_rules! id_source {
     ($vis:vis $name:ident) => {
         $vis struct $name;
         impl $name {
-            fn parts() -> (&'static std::sync::atomic::AtomicU64, &'static std::thread::LocalKey<$crate::ids::Block>) {
-                static SHARED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            fn parts() -> (&'static $crate::ids::Shared, &'static std::thread::LocalKey<$crate::ids::Block>) {
+                static SHARED: $crate::ids::Shared = $crate::ids::Shared::new();
                 thread_local! {
-                    static BLOCK: $crate::ids::Block = const { std::cell::Cell::new((0, 0)) };
+                    static BLOCK: $crate::ids::Block = const { std::cell::Cell::new((0, 0, 0)) };
                 }
                 (&SHARED, &BLOCK)
             }
@@ -38,7 +55,7 @@ macro_rules! id_source {
             }
 
             /// A number above every identity handed out so far, on any thread, and at or
-            /// below every one this thread is handed from now on.
+            /// below every one handed out from now on.
             #[allow(dead_code)]
             $vis fn watermark() -> u64 {
                 let (shared, local) = Self::parts();
@@ -49,29 +66,33 @@ macro_rules! id_source {
 }
 pub(crate) use id_source;
 
-/// A new identity from `local`'s block, taking a new block from `shared` when it is used up.
+/// A new identity from `local`'s block, taking a new block from `shared` when it is used up
+/// or a watermark started a new epoch.
 #[inline]
-pub(crate) fn next(shared: &AtomicU64, local: &'static LocalKey<Block>) -> u64 {
+pub(crate) fn next(shared: &Shared, local: &'static LocalKey<Block>) -> u64 {
+    // a watermark's counter bump happens before any thread sees its epoch
+    let epoch = shared.epoch.load(Ordering::Acquire);
     local
         .try_with(|block| {
-            let (next, end) = block.get();
-            if next < end {
-                block.set((next + 1, end));
+            let (next, end, taken) = block.get();
+            if next < end && taken == epoch {
+                block.set((next + 1, end, taken));
                 next
             } else {
-                let start = shared.fetch_add(BLOCK, Ordering::Relaxed);
-                block.set((start + 1, start + BLOCK));
+                let start = shared.next.fetch_add(BLOCK, Ordering::Relaxed);
+                block.set((start + 1, start + BLOCK, epoch));
                 start
             }
         })
         // a thread tearing down its thread-locals takes one at a time
-        .unwrap_or_else(|_| shared.fetch_add(1, Ordering::Relaxed))
+        .unwrap_or_else(|_| shared.next.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Starts a new block for this thread and answers its first identity.
-pub(crate) fn watermark(shared: &AtomicU64, local: &'static LocalKey<Block>) -> u64 {
-    let start = shared.fetch_add(BLOCK, Ordering::Relaxed);
-    let _ = local.try_with(|block| block.set((start, start + BLOCK)));
+/// Starts a new epoch, and a new block for this thread, and answers the block's start.
+pub(crate) fn watermark(shared: &Shared, local: &'static LocalKey<Block>) -> u64 {
+    let start = shared.next.fetch_add(BLOCK, Ordering::Relaxed);
+    let epoch = shared.epoch.fetch_add(1, Ordering::Release) + 1;
+    let _ = local.try_with(|block| block.set((start, start + BLOCK, epoch)));
     start
 }
 
@@ -108,5 +129,29 @@ mod tests {
             after.windows(2).all(|w| w[0] < w[1]),
             "ordered within a thread"
         );
+    }
+
+    /// A thread that holds a block from before a watermark takes a new one after it, so the
+    /// nodes a checkpoint replay records on worker threads are above its watermark.
+    #[test]
+    fn a_watermark_moves_every_thread_past_it() {
+        super::id_source!(Ids);
+        let (to_worker, at_worker) = std::sync::mpsc::channel::<u64>();
+        let (to_main, at_main) = std::sync::mpsc::channel::<Vec<u64>>();
+        let worker = std::thread::spawn(move || {
+            let before = Ids::next();
+            to_main.send(vec![before]).expect("main listens");
+            let mark = at_worker.recv().expect("main sends the mark");
+            let after: Vec<u64> = (0..10).map(|_| Ids::next()).collect();
+            to_main.send(after).expect("main listens");
+            mark
+        });
+        let before = at_main.recv().expect("worker sends");
+        let mark = Ids::watermark();
+        assert!(before[0] < mark);
+        to_worker.send(mark).expect("worker listens");
+        let after = at_main.recv().expect("worker sends");
+        assert!(after.iter().all(|&i| i >= mark), "{after:?} against {mark}");
+        worker.join().expect("no panic");
     }
 }

@@ -879,14 +879,10 @@ impl Recording {
 /// and it has no node, else a fresh handle (no node, no `.grad`) to the same storage.
 pub(crate) fn own_result(mut result: Tensor) -> Tensor {
     // A unique handle is read without its lock (nothing else can reach it).
-    let owned = result.0.get_mut().is_some_and(|inner| {
-        inner
-            .autograd
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .ctx
-            .is_none()
-    });
+    let owned = result
+        .0
+        .autograd_mut()
+        .is_some_and(|state| state.ctx.is_none());
     if owned {
         result
     } else {

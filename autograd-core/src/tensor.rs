@@ -424,14 +424,8 @@ impl Tensor {
 
     /// [`Tensor::attach_node`] without taking the lock when this is the only handle.
     pub(crate) fn attach_node_owned(&mut self, node: Node) {
-        match self.0.get_mut() {
-            Some(inner) => {
-                inner
-                    .autograd
-                    .get_mut()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .ctx = Some(node);
-            }
+        match self.0.autograd_mut() {
+            Some(state) => state.ctx = Some(node),
             None => self.attach_node(node),
         }
     }

@@ -425,3 +425,36 @@ fn checkpointed_traversals_on_several_threads_agree() {
         }
     });
 }
+
+/// A region may record its ops on another thread (a worker already running, holding identities
+/// it took before the replay began): the replay's nodes are still told from outside ones.
+#[test]
+fn a_region_recording_on_a_worker_thread_replays() {
+    let (jobs, work) = std::sync::mpsc::channel::<(Tensor, std::sync::mpsc::Sender<Tensor>)>();
+    let worker = std::thread::spawn(move || {
+        // identities taken here before any replay starts
+        let warm = tanh(&t(&[0.5], &[1])).unwrap();
+        drop(warm);
+        for (a, reply) in work {
+            reply.send(tanh(&mul(&a, &a).unwrap()).unwrap()).unwrap();
+        }
+    });
+    let x = t(&[0.3, -0.7, 1.1], &[3]);
+    let on_worker = move |a: &[Tensor]| -> Result<Tensor> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        jobs.send((a[0].clone(), reply)).unwrap();
+        Ok(answer.recv().unwrap())
+    };
+    let y = checkpoint(&[&x], &[], on_worker).unwrap();
+    sum(&y).unwrap().backward().unwrap();
+    let expected: Vec<f32> = [0.3f32, -0.7, 1.1]
+        .iter()
+        .map(|&v| (1.0 - (v * v).tanh().powi(2)) * 2.0 * v)
+        .collect();
+    let got = grad_vals(&x).unwrap();
+    for (g, e) in got.iter().zip(&expected) {
+        assert!((g - e).abs() < 1e-5, "{got:?} against {expected:?}");
+    }
+    drop(y);
+    worker.join().unwrap();
+}
