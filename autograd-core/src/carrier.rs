@@ -92,8 +92,8 @@ impl dyn Carrier {
     }
 
     /// This carrier as a CPU carrier, if it is one. Test for the CPU class with this or
-    /// [`class_id`](Self::class_id), not by downcasting `as_any` to `CpuCarrier`: small
-    /// Float32 storage is a `CpuCarrier` of an inline array store.
+    /// `class_id`, not by downcasting `as_any` to `CpuCarrier`: small Float32 storage is a
+    /// `CpuCarrier` of an inline array store.
     pub fn as_cpu(&self) -> Option<&CpuCarrier<dyn Store>> {
         self.__as_cpu(sealed::Token(()))
     }

@@ -27,7 +27,7 @@ pub mod tape;
 mod tensor;
 mod view;
 
-pub use carrier::{Carrier, CarrierId, CpuCarrier, SMALL_F32};
+pub use carrier::{Carrier, CarrierId, CpuCarrier, Store, SMALL_F32};
 pub use construct::Rng;
 pub use dtype::{CompoundDType, DType, DTypeCategory};
 pub use error::{Error, ErrorKind, Result};

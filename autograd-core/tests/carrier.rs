@@ -7,12 +7,29 @@ use std::sync::{Arc, Mutex};
 
 use autograd_core::{
     bail, ensure, shape, stride, Buffer, Carrier, CarrierId, CpuCarrier, DType, ErrorKind, Layout,
-    Result, Scalar, Tensor,
+    Result, Scalar, Store, Tensor,
 };
 
 // ---------------------------------------------------------------------------------------------
 // CpuCarrier
 // ---------------------------------------------------------------------------------------------
+
+/// A user's kernel names the CPU view of any CPU carrier, a buffer or a small result's inline
+/// array, as one type, and both are of the one class `CpuCarrier`.
+#[test]
+fn a_users_kernel_reads_every_cpu_carrier_through_one_type() {
+    fn total(c: &CpuCarrier<dyn Store>) -> f32 {
+        c.with_slice::<f32, _>(|s| s.iter().sum()).unwrap()
+    }
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3]).unwrap();
+    let y = autograd_core::ops::mul_scalar(&x, 2.0).unwrap();
+    let (cx, cy) = (x.carrier().unwrap(), y.carrier().unwrap());
+    assert_eq!(total(cx.as_cpu().unwrap()), 6.0);
+    assert_eq!(total(cy.as_cpu().unwrap()), 12.0);
+    assert!(cx.same_class(&**cy));
+    assert_eq!(cy.class_id(), std::any::TypeId::of::<CpuCarrier>());
+    assert_eq!(cy.class_name(), "CpuCarrier");
+}
 
 #[test]
 fn cpu_carrier_identity_length_dtype_and_reads() {
