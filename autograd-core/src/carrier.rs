@@ -272,7 +272,7 @@ impl InlineSink for Shared {
 }
 
 impl<S: ?Sized + Store> CpuCarrier<S> {
-    fn len_(&self) -> usize {
+    fn element_count(&self) -> usize {
         self.extent.len()
     }
 
@@ -284,12 +284,12 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
     fn slice_of<'a, T: Element>(&self, data: &'a S) -> Option<&'a [T]> {
         match data.buffer() {
             Some(b) => T::slice(b),
-            None => T::from_f32_slice(&data.inline()[..self.len_()]),
+            None => T::from_f32_slice(&data.inline()[..self.element_count()]),
         }
     }
 
     fn slice_mut_of<'a, T: Element>(&self, data: &'a mut S) -> Option<&'a mut [T]> {
-        let len = self.len_();
+        let len = self.element_count();
         if data.buffer().is_some() {
             return data.buffer_mut().and_then(T::slice_mut);
         }
@@ -299,14 +299,16 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
     fn get_of(&self, data: &S, i: usize) -> Option<Scalar> {
         match data.buffer() {
             Some(b) => b.get(i),
-            None => data.inline()[..self.len_()].get(i).map(|x| Scalar::F32(*x)),
+            None => data.inline()[..self.element_count()]
+                .get(i)
+                .map(|x| Scalar::F32(*x)),
         }
     }
 
     fn buffer_of(&self, data: &S) -> Buffer {
         match data.buffer() {
             Some(b) => b.clone(),
-            None => Buffer::F32(data.inline()[..self.len_()].to_vec()),
+            None => Buffer::F32(data.inline()[..self.element_count()].to_vec()),
         }
     }
 }
