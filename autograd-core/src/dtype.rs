@@ -221,3 +221,114 @@ mod tests {
         );
     }
 }
+
+/// A [`DType`] in one word, for the tensor header a million-node graph keeps a million of: a
+/// simple dtype points at a static copy, a compound one at an `Arc<DType>` this value holds a
+/// count of (tagged in bit 0).
+pub(crate) struct PackedDType(std::ptr::NonNull<DType>);
+
+// SAFETY: it stands for a `&'static DType` or an `Arc<DType>`, both `Send + Sync`.
+unsafe impl Send for PackedDType {}
+// SAFETY: as above.
+unsafe impl Sync for PackedDType {}
+
+const SHARED: usize = 1;
+
+impl PackedDType {
+    pub(crate) fn new(dtype: DType) -> PackedDType {
+        use DTypeCategory::{Any, Floating, Integer, Numeric};
+        static SIMPLE: [DType; 9] = [
+            DType::Float32,
+            DType::Float64,
+            DType::Int32,
+            DType::Int64,
+            DType::Bool,
+            DType::Category(Floating),
+            DType::Category(Integer),
+            DType::Category(Numeric),
+            DType::Category(Any),
+        ];
+        let simple = |i: usize| PackedDType(std::ptr::NonNull::from(&SIMPLE[i]));
+        match dtype {
+            DType::Float32 => simple(0),
+            DType::Float64 => simple(1),
+            DType::Int32 => simple(2),
+            DType::Int64 => simple(3),
+            DType::Bool => simple(4),
+            DType::Category(Floating) => simple(5),
+            DType::Category(Integer) => simple(6),
+            DType::Category(Numeric) => simple(7),
+            DType::Category(Any) => simple(8),
+            compound @ DType::Compound(_) => {
+                let p = Arc::into_raw(Arc::new(compound)).cast_mut();
+                // `Arc`'s contents are aligned to at least 8, so bit 0 is free for the tag
+                let tagged = p.map_addr(|a| a | SHARED);
+                // SAFETY: `Arc::into_raw` never returns null, and setting bit 0 keeps it so.
+                PackedDType(unsafe { std::ptr::NonNull::new_unchecked(tagged) })
+            }
+        }
+    }
+
+    fn untagged(&self) -> *const DType {
+        self.0.as_ptr().map_addr(|a| a & !SHARED)
+    }
+}
+
+impl std::ops::Deref for PackedDType {
+    type Target = DType;
+    fn deref(&self) -> &DType {
+        // SAFETY: the pointer is to a static or to an `Arc` this value keeps alive.
+        unsafe { &*self.untagged() }
+    }
+}
+
+impl Drop for PackedDType {
+    fn drop(&mut self) {
+        if self.0.as_ptr().addr() & SHARED != 0 {
+            // SAFETY: a tagged pointer came from `Arc::into_raw` in `new`, and this value
+            // owns the count it took.
+            drop(unsafe { Arc::from_raw(self.untagged()) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_dtype_reads_back_as_it_was_made() {
+        let compound = DType::Compound(Arc::new(
+            CompoundDType::new([("re", DType::Float32), ("im", DType::Float32)])
+                .expect("a valid record"),
+        ));
+        for d in [
+            DType::Float32,
+            DType::Float64,
+            DType::Int32,
+            DType::Int64,
+            DType::Bool,
+            DType::Category(DTypeCategory::Floating),
+            DType::Category(DTypeCategory::Integer),
+            DType::Category(DTypeCategory::Numeric),
+            DType::Category(DTypeCategory::Any),
+            compound.clone(),
+        ] {
+            let p = PackedDType::new(d.clone());
+            assert_eq!(*p, d);
+        }
+        let DType::Compound(record) = &compound else {
+            unreachable!("built as a compound above")
+        };
+        let before = Arc::strong_count(record);
+        let p = PackedDType::new(compound.clone());
+        assert_eq!(Arc::strong_count(record), before + 1);
+        drop(p);
+        assert_eq!(
+            Arc::strong_count(record),
+            before,
+            "dropping frees the count it took"
+        );
+        assert_eq!(std::mem::size_of::<PackedDType>(), 8);
+    }
+}

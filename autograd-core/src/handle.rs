@@ -64,10 +64,7 @@ impl Handle {
         // SAFETY: no other handle exists, and `&mut self` keeps this one from being cloned.
         self.is_unique().then(|| {
             let inner = unsafe { &mut (*self.0.as_ptr()).inner };
-            inner
-                .autograd
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            inner.autograd.get_mut()
         })
     }
 
@@ -101,12 +98,22 @@ impl Clone for Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        let before = self.header().handles.fetch_sub(1, Ordering::Release);
-        if before & !HOMED != 1 {
-            return;
-        }
-        // Every other handle's use of the header happens before it is dropped.
-        fence(Ordering::Acquire);
+        // The last handle needs no locked decrement: no other handle exists to clone or drop
+        // concurrently, and the acquire load orders every other handle's (releasing) drop
+        // before the header goes. Most drops are of the last handle (a result, a cotangent).
+        let handles = &self.header().handles;
+        let before = match handles.load(Ordering::Acquire) {
+            last if last & !HOMED == 1 => last,
+            _ => {
+                let before = handles.fetch_sub(1, Ordering::Release);
+                if before & !HOMED != 1 {
+                    return;
+                }
+                // Every other handle's use of the header happens before it is dropped.
+                fence(Ordering::Acquire);
+                before
+            }
+        };
         let header = self.0.as_ptr();
         if before & HOMED == 0 {
             // SAFETY: the header came from `Box::leak` in `Handle::new`, and this was its last

@@ -26,6 +26,7 @@ mod scalar;
 pub mod tape;
 mod tensor;
 mod view;
+mod word_lock;
 
 pub use carrier::{Carrier, CarrierId, CpuCarrier, Store, SMALL_F32};
 pub use construct::Rng;

@@ -3,13 +3,14 @@
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::carrier::CarrierId;
 use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
 use crate::ids::id_source;
 use crate::tensor::Tensor;
+use crate::word_lock::{WordGuard, WordLock};
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
 pub type Node = Arc<dyn Operation>;
@@ -261,51 +262,57 @@ impl Saved {
     }
 }
 
-/// A node's saved state: live, claimed by a traversal that will release it (still readable),
-/// or released. Claiming and releasing change the state in place; the saved tensors never move.
-struct Slot {
-    /// `None` once released.
-    saved: Option<Saved>,
+/// A node's saved state, locked: live, claimed by a traversal that will release it (still
+/// readable), or released. Claiming and releasing change the state in place; the saved
+/// tensors never move. The claim token is the lock word's payload, so it costs no bytes.
+struct Slot<'a>(WordGuard<'a, Option<Saved>>);
+
+impl Slot<'_> {
+    fn saved(&self) -> Option<&Saved> {
+        self.0.as_ref()
+    }
+
     /// The [`TraversalToken`] of the traversal holding the claim, 0 when unclaimed (always 0
     /// once released).
-    claimed_by: u64,
-}
-
-impl Slot {
-    fn saved(&self) -> Option<&Saved> {
-        self.saved.as_ref()
+    fn claimed_by(&self) -> u64 {
+        self.0.payload()
     }
 
     /// Claims live, unclaimed state for the traversal `me`; answers whether it did.
     fn claim_for(&mut self, me: TraversalToken) -> bool {
-        let free = self.saved.is_some() && self.claimed_by == 0;
+        let free = self.0.is_some() && self.claimed_by() == 0;
         if free {
-            self.claimed_by = me.0;
+            self.0.set_payload(me.0);
         }
         free
     }
 
+    /// Gives up any claim.
+    fn unclaim(&mut self) {
+        self.0.set_payload(0);
+    }
+
     /// Discards the saved state.
     fn release(&mut self) -> Option<Saved> {
-        self.claimed_by = 0;
-        self.saved.take()
+        self.unclaim();
+        self.0.take()
     }
 }
 
-/// The identity of one releasing traversal: a process-wide serial number in the low 40 bits
-/// (two live traversals share one only 2^40 traversals apart) and its thread's number in the
-/// high 24, so that a claim held by an enclosing traversal of the same thread is told from one
+/// The identity of one releasing traversal: a process-wide serial number in the low 39 bits
+/// (two live traversals share one only 2^39 traversals apart) and its thread's number in the
+/// 24 above (63 bits in all, the payload of a node's lock word), so that a claim held by an enclosing traversal of the same thread is told from one
 /// a traversal of another thread holds. Never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraversalToken(u64);
 
 impl TraversalToken {
-    const SERIAL_BITS: u32 = 40;
+    const SERIAL_BITS: u32 = 39;
 
     /// A token for a new traversal of the current thread.
     pub(crate) fn fresh() -> TraversalToken {
         static SERIAL: AtomicU64 = AtomicU64::new(1);
-        let max_thread = (1u64 << (64 - Self::SERIAL_BITS)) - 1;
+        let max_thread = (1u64 << (63 - Self::SERIAL_BITS)) - 1;
         // A thread that is exiting (token 0), or past 2^24 threads, takes the top number; its
         // claims then count as one thread's, which fails fast instead of waiting.
         let thread = match thread_token() {
@@ -313,7 +320,7 @@ impl TraversalToken {
             t => t.min(max_thread),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed) & ((1 << Self::SERIAL_BITS) - 1);
-        // serial 0 (once every 2^40) still gives a non-zero token: thread numbers start at 1
+        // serial 0 (once every 2^39) still gives a non-zero token: thread numbers start at 1
         TraversalToken((thread << Self::SERIAL_BITS) | serial)
     }
 
@@ -372,7 +379,7 @@ impl fmt::Display for NodeId {
 
 /// The releasable state of a node plus where it was recorded.
 pub struct SavedState {
-    saved: Mutex<Slot>,
+    saved: WordLock<Option<Saved>>,
     id: NodeId,
     location: &'static Location<'static>,
 }
@@ -409,13 +416,13 @@ impl SavedState {
         location: &'static Location<'static>,
     ) -> SavedState {
         SavedState {
-            saved: Mutex::new(Slot {
-                saved: Some(Saved {
+            saved: WordLock::new(
+                0,
+                Some(Saved {
                     inputs,
                     extra: SavedExtra::new(context, more_versions),
                 }),
-                claimed_by: 0,
-            }),
+            ),
             id: NodeId::fresh(),
             location,
         }
@@ -426,10 +433,8 @@ impl SavedState {
         self.id
     }
 
-    fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.saved
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> Slot<'_> {
+        Slot(self.saved.lock())
     }
 
     /// Where the forward call that recorded this node was made.
@@ -463,7 +468,7 @@ impl SavedState {
 
     /// Whether graph release already discarded the state.
     pub fn is_released(&self) -> bool {
-        self.lock().saved.is_none()
+        self.lock().saved().is_none()
     }
 
     /// Runs `f` on the saved state, or fails naming `retain_graph=True` after release.
@@ -491,14 +496,14 @@ impl SavedState {
         let Some(me) = claim.filter(|_| failure.is_none()) else {
             return Ok((failure, false));
         };
-        let claimed = slot.claim_for(me) || slot.claimed_by == me.0;
+        let claimed = slot.claim_for(me) || slot.claimed_by() == me.0;
         Ok((None, claimed))
     }
 
     /// Why the traversal `me` could not claim this node: it was released, or an enclosing
     /// traversal of this thread (one whose VJP is running `me`) holds it.
     pub(crate) fn claim_error(&self, op: &str, me: TraversalToken) -> crate::Error {
-        let holder = self.lock().claimed_by;
+        let holder = self.lock().claimed_by();
         if holder != 0 && holder != me.0 && me.same_thread(holder) {
             return crate::Error::Runtime(format!(
                 "the graph of {op} (recorded at {}) is being traversed by an enclosing backward on this thread, whose VJP is running this one; a traversal inside a VJP cannot release the graph that runs it: pass retain_graph=True to the inner traversal",
@@ -545,7 +550,7 @@ impl SavedState {
                 if slot.claim_for(me) {
                     return Ok(());
                 }
-                slot.saved.is_some() && !me.same_thread(slot.claimed_by)
+                slot.saved().is_some() && !me.same_thread(slot.claimed_by())
             };
             if !wait {
                 return Err(self.claim_error(op, me));
@@ -563,15 +568,15 @@ impl SavedState {
     /// released the node meanwhile. Another traversal's claim is left alone.
     pub(crate) fn unclaim(&self, me: TraversalToken) {
         let mut slot = self.lock();
-        if slot.claimed_by == me.0 {
-            slot.claimed_by = 0;
+        if slot.claimed_by() == me.0 {
+            slot.unclaim();
         }
     }
 
     /// Releases the state `me` claimed, returning it so the caller drops it outside the lock.
     pub(crate) fn release_claimed(&self, me: TraversalToken) -> Option<Saved> {
         let mut slot = self.lock();
-        if slot.claimed_by != me.0 {
+        if slot.claimed_by() != me.0 {
             return None;
         }
         slot.release()

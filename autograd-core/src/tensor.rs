@@ -4,11 +4,10 @@
 //! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use crate::carrier::{Carrier, CpuCarrier};
-use crate::dtype::DType;
+use crate::dtype::{DType, PackedDType};
 use crate::error::{bail, ensure, Result};
 use crate::handle::Handle;
 use crate::ids::id_source;
@@ -16,6 +15,7 @@ use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::op::Node;
 use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
+use crate::word_lock::{WordGuard, WordLock};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
@@ -23,16 +23,17 @@ use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
 pub struct Tensor(pub(crate) Handle);
 
 pub(crate) struct TensorInner {
-    /// The identity (never reused, as an address would be once the tensor is dropped) shifted
-    /// left by one, and in bit 0 whether a non-leaf retains its gradient: one word, so that
-    /// the handle stays within its allocation size class, and reading the flag takes no lock.
-    pub(crate) id_retain: AtomicU64,
-    pub(crate) dtype: DType,
+    pub(crate) dtype: PackedDType,
     /// The placement layout (for a multi-subtensor tensor: the compact row-major layout of its
     /// shape, since it has no single placement).
     pub(crate) layout: Arc<Layout>,
     pub(crate) parts: Parts,
-    pub(crate) autograd: Mutex<AutogradState>,
+    /// The gradient and the node, behind a lock whose word also holds the identity (never
+    /// reused, as an address would be once the tensor is dropped) shifted left by one, and in
+    /// bit 0 whether a non-leaf retains its gradient: both read without taking the lock, and
+    /// no bytes beside the state, so that a small result stays within its allocation size
+    /// class.
+    pub(crate) autograd: WordLock<AutogradState>,
 }
 
 pub(crate) enum Parts {
@@ -82,11 +83,10 @@ impl TensorInner {
     pub(crate) fn new(dtype: DType, layout: Arc<Layout>, parts: Parts) -> TensorInner {
         id_source!(TensorIds);
         TensorInner {
-            id_retain: AtomicU64::new(TensorIds::next() << 1),
-            dtype,
+            dtype: PackedDType::new(dtype),
             layout,
             parts,
-            autograd: Mutex::new(AutogradState::default()),
+            autograd: WordLock::new(TensorIds::next() << 1, AutogradState::default()),
         }
     }
 }
@@ -217,7 +217,7 @@ impl Tensor {
             w_old == w_new || (w_old == 1 && offset.is_multiple_of(w_new)),
             Value,
             "cannot reinterpret {} elements as {dtype}: record widths differ",
-            self.0.dtype
+            *self.0.dtype
         );
         let new_offset = if w_old == w_new {
             *offset
@@ -394,27 +394,22 @@ impl Tensor {
     }
     /// This tensor's identity, shared by its clones and never reused by another tensor.
     pub fn id(&self) -> u64 {
-        self.0.id_retain.load(Ordering::Relaxed) >> 1
+        self.0.autograd.payload() >> 1
     }
 
     /// Whether later traversals accumulate into this tensor's `.grad` though it has a node.
     pub(crate) fn retains_grad(&self) -> bool {
-        self.0.id_retain.load(Ordering::Acquire) & 1 == 1
+        self.0.autograd.payload() & 1 == 1
     }
 
     pub(crate) fn set_retains_grad(&self, retain: bool) {
-        if retain {
-            self.0.id_retain.fetch_or(1, Ordering::AcqRel);
-        } else {
-            self.0.id_retain.fetch_and(!1, Ordering::AcqRel);
-        }
+        let mut state = self.state();
+        let id_retain = (state.payload() & !1) | u64::from(retain);
+        state.set_payload(id_retain);
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, AutogradState> {
-        self.0
-            .autograd
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn state(&self) -> WordGuard<'_, AutogradState> {
+        self.0.autograd.lock()
     }
 
     /// Sets the autograd node without checks (recording).
@@ -515,7 +510,7 @@ impl Tensor {
             record_width(&self.0.dtype) == 1,
             NotImplemented,
             "an element of compound dtype {} has several fields; use get_record",
-            self.0.dtype
+            *self.0.dtype
         );
         self.part_carrier(part).read(off)
     }
@@ -536,7 +531,7 @@ impl Tensor {
             record_width(&self.0.dtype) == 1,
             NotImplemented,
             "use get_record for compound dtype {}",
-            self.0.dtype
+            *self.0.dtype
         );
         sub.carrier
             .read(sub.offset + sub.layout.offset_of_coord(coord)?)
@@ -605,7 +600,7 @@ impl Tensor {
             record_width(&self.0.dtype) == 1,
             NotImplemented,
             "use values for compound dtype {}",
-            self.0.dtype
+            *self.0.dtype
         );
         let mut out = with_capacity(self.size())?;
         let mut err = None;
@@ -622,7 +617,7 @@ impl Tensor {
     /// A copy in fresh storage of this tensor's carrier class with the compact row-major
     /// layout; no autograd state.
     pub fn contiguous(&self) -> Result<Tensor> {
-        if self.0.dtype == DType::Float32 && self.subtensor_count() == 1 {
+        if *self.0.dtype == DType::Float32 && self.subtensor_count() == 1 {
             // run by run into pooled storage: a large temporary copy faults no fresh pages in
             let layout = Arc::new(Layout::compact_row_major(self.shape().clone())?);
             return crate::kernel::read::<f32, _>(self, |e| {
@@ -648,7 +643,7 @@ impl Tensor {
         Ok(Tensor::from_carrier_unchecked(
             fresh,
             Arc::new(layout),
-            self.0.dtype.clone(),
+            DType::clone(&self.0.dtype),
         ))
     }
 }
@@ -750,10 +745,7 @@ fn drop_node(node: Node) {
 
 impl Drop for TensorInner {
     fn drop(&mut self) {
-        let state = self
-            .autograd
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
+        let state = self.autograd.get_mut();
         if let Some(node) = state.ctx.take() {
             if Arc::strong_count(&node) == 1 {
                 drop_node(node);
@@ -784,13 +776,13 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     /// W3 keeps a million of these alive; growing them is a memory regression. A node with
-    /// inline saved inputs, the result layout and one stored word must stay within 120 bytes
-    /// with its reference counts (a 128-byte allocation, the largest that glibc serves from its
-    /// fast bins). Carrier sizes are checked beside the carrier.
+    /// inline saved inputs, the result layout and one stored word must stay within 104 bytes
+    /// with its reference counts (a 112-byte glibc allocation). Carrier sizes are checked
+    /// beside the carrier.
     #[test]
     fn graph_records_stay_small() {
-        assert!(std::mem::size_of::<super::TensorInner>() <= 88);
+        assert!(std::mem::size_of::<super::TensorInner>() <= 72);
         assert!(std::mem::size_of::<crate::op::SavedInput>() <= 16);
-        assert!(std::mem::size_of::<crate::SavedState>() <= 88);
+        assert!(std::mem::size_of::<crate::SavedState>() <= 72);
     }
 }

@@ -1,0 +1,190 @@
+//! A lock that lives in one bit of a word whose other 63 bits carry a payload: a graph node
+//! keeps its claim token there and a tensor its identity, so the lock costs no bytes of its
+//! own in objects a million-node graph holds millions of. Unlocking is a plain store, not a
+//! locked instruction, because the lock keeps no queue of waiters: a waiter spins briefly,
+//! then yields, then sleeps. The state it guards is held for short stretches (one VJP at the
+//! longest), and two threads rarely want the same node or tensor at once.
+
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const LOCKED: u64 = 1;
+
+/// `T` behind a lock in bit 0 of a word whose upper 63 bits hold a payload.
+pub(crate) struct WordLock<T> {
+    word: AtomicU64,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, and the lock bit admits one guard at a
+// time, as `Mutex` does; `T: Send` suffices for the same reason as for `Mutex<T>`.
+unsafe impl<T: Send> Sync for WordLock<T> {}
+// SAFETY: moving the lock moves the value.
+unsafe impl<T: Send> Send for WordLock<T> {}
+
+impl<T> WordLock<T> {
+    /// The largest payload a word holds.
+    pub(crate) const MAX_PAYLOAD: u64 = u64::MAX >> 1;
+
+    /// An unlocked `value` with `payload` (at most [`WordLock::MAX_PAYLOAD`]).
+    pub(crate) const fn new(payload: u64, value: T) -> WordLock<T> {
+        debug_assert!(payload <= Self::MAX_PAYLOAD);
+        WordLock {
+            word: AtomicU64::new(payload << 1),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The payload as of the last unlock, read without taking the lock.
+    pub(crate) fn payload(&self) -> u64 {
+        self.word.load(Ordering::Acquire) >> 1
+    }
+
+    /// Takes the lock, waiting while another guard holds it.
+    pub(crate) fn lock(&self) -> WordGuard<'_, T> {
+        let mut word = self.word.load(Ordering::Relaxed);
+        let mut spins = 0u32;
+        loop {
+            if word & LOCKED == 0 {
+                match self.word.compare_exchange_weak(
+                    word,
+                    word | LOCKED,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        return WordGuard {
+                            lock: self,
+                            payload: word >> 1,
+                        }
+                    }
+                    Err(now) => {
+                        word = now;
+                        continue;
+                    }
+                }
+            }
+            backoff(&mut spins);
+            word = self.word.load(Ordering::Relaxed);
+        }
+    }
+
+    /// The value, through exclusive access (no lock needed).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+}
+
+/// Waits a little longer each time: spins first, then yields the core, then sleeps, so that a
+/// waiter behind a long holder (a VJP) does not burn a core another thread could use.
+fn backoff(spins: &mut u32) {
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else if *spins < 128 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+    *spins = spins.saturating_add(1);
+}
+
+/// Exclusive access to a [`WordLock`]'s value and payload; dropping it unlocks and publishes
+/// the payload.
+pub(crate) struct WordGuard<'a, T> {
+    lock: &'a WordLock<T>,
+    payload: u64,
+}
+
+impl<T> WordGuard<'_, T> {
+    /// The payload.
+    pub(crate) fn payload(&self) -> u64 {
+        self.payload
+    }
+
+    /// Sets the payload (at most [`WordLock::MAX_PAYLOAD`]), published at unlock.
+    pub(crate) fn set_payload(&mut self, payload: u64) {
+        debug_assert!(payload <= WordLock::<T>::MAX_PAYLOAD);
+        self.payload = payload;
+    }
+}
+
+impl<T> Deref for WordGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, so no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for WordGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`, and `&mut self` makes this the guard's only borrow.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for WordGuard<'_, T> {
+    fn drop(&mut self) {
+        // Only the holder writes the word, so a plain store unlocks it.
+        self.lock.word.store(self.payload << 1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_payload_survives_locking_and_is_published_at_unlock() {
+        let lock = WordLock::new(41, vec![1]);
+        {
+            let mut g = lock.lock();
+            assert_eq!(g.payload(), 41);
+            g.push(2);
+            g.set_payload(WordLock::<Vec<i32>>::MAX_PAYLOAD);
+            assert_eq!(lock.payload(), 41, "published only at unlock");
+        }
+        assert_eq!(lock.payload(), WordLock::<Vec<i32>>::MAX_PAYLOAD);
+        assert_eq!(*lock.lock(), vec![1, 2]);
+    }
+
+    #[test]
+    fn threads_that_contend_lose_no_update() {
+        let lock = Arc::new(WordLock::new(0, 0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let lock = Arc::clone(&lock);
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        let mut g = lock.lock();
+                        *g += 1;
+                        let p = g.payload();
+                        g.set_payload(p + 1);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("no panic");
+        }
+        assert_eq!(*lock.lock(), 80_000);
+        assert_eq!(lock.payload(), 80_000);
+    }
+
+    #[test]
+    fn a_panic_while_locked_unlocks() {
+        let lock = Arc::new(WordLock::new(7, 0));
+        let l2 = Arc::clone(&lock);
+        let r = std::thread::spawn(move || {
+            let _g = l2.lock();
+            panic!("inside the lock");
+        })
+        .join();
+        assert!(r.is_err());
+        assert_eq!(lock.payload(), 7);
+        *lock.lock() += 1;
+        assert_eq!(*lock.lock(), 1);
+    }
+}
