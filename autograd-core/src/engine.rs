@@ -545,9 +545,8 @@ fn propagate_with(
     mut claim: Option<&mut Claim<'_>>,
     mut profile: Option<&mut BackwardProfile>,
 ) -> Result<bool> {
-    let mut cotangents: Vec<Option<Sum>> = Vec::with_capacity(plan.slot_count());
-    cotangents.resize_with(plan.slot_count(), || None);
-    cotangents[plan.root_slot] = Some(Sum::Shared(root_cotangent));
+    let mut cotangents = Pending::new(plan.slot_count());
+    cotangents.add(plan.root_slot, root_cotangent)?;
     // Batched: the layout of the result each slot holds the K cotangents of, so that a node
     // running its VJP once per cotangent gets each with its result's exact shape.
     let mut results: Vec<Option<Arc<Layout>>> = Vec::new();
@@ -563,22 +562,22 @@ fn propagate_with(
         let step = &plan.steps[i as usize];
         let slots = plan.slots_of(i as usize);
         let g = if slots.len() == 1 {
-            let Some(g) = cotangents[slots.start].take() else {
+            let Some(g) = cotangents.take(slots.start)? else {
                 continue;
             };
             if !step.useful() {
                 continue;
             }
             match batch {
-                Some(k) => Cotangent::Batched(g.into_tensor()?, k, results[slots.start].take()),
-                None => Cotangent::One(g.into_tensor()?),
+                Some(k) => Cotangent::Batched(g, k, results[slots.start].take()),
+                None => Cotangent::One(g),
             }
         } else if batch.is_some() {
             return Ok(false);
         } else {
             several.clear();
             for slot in slots {
-                several.push(cotangents[slot].take().map(Sum::into_tensor).transpose()?);
+                several.push(cotangents.take(slot)?);
             }
             if !step.useful() || several.iter().all(Option::is_none) {
                 continue;
@@ -628,10 +627,10 @@ fn propagate_with(
                 match routed {
                     (true, Some(slot)) => {
                         staging.add(input, gi.clone())?;
-                        accumulate(&mut cotangents[slot], gi)
+                        cotangents.add(slot, gi)
                     }
                     (true, None) => staging.add(input, gi),
-                    (false, Some(slot)) => accumulate(&mut cotangents[slot], gi),
+                    (false, Some(slot)) => cotangents.add(slot, gi),
                     (false, None) => Ok(()),
                 }
             },
@@ -656,12 +655,51 @@ pub(crate) enum Cotangent<'a> {
     Batched(Tensor, usize, Option<Arc<Layout>>),
 }
 
-fn accumulate(slot: &mut Option<Sum>, g: Tensor) -> Result<()> {
-    if let Some(sum) = slot {
-        return sum.add(&g);
+/// The cotangents a traversal has yet to hand to their nodes, one slot per result. A slot's
+/// first contribution is kept as it is, in a table of one word per slot (a million-node chain
+/// needs nothing more); a slot that receives several keeps their running sum in a side table.
+struct Pending {
+    first: Vec<Option<Tensor>>,
+    sums: IdMap<Sum>,
+}
+
+impl Pending {
+    fn new(slots: usize) -> Pending {
+        let mut first = Vec::with_capacity(slots);
+        first.resize_with(slots, || None);
+        Pending {
+            first,
+            sums: IdMap::default(),
+        }
     }
-    *slot = Some(Sum::Shared(g));
-    Ok(())
+
+    /// Adds `g` to slot `slot`'s cotangent.
+    fn add(&mut self, slot: usize, g: Tensor) -> Result<()> {
+        if !self.sums.is_empty() {
+            if let Some(sum) = self.sums.get_mut(&(slot as u64)) {
+                return sum.add(&g);
+            }
+        }
+        let Some(first) = self.first[slot].take() else {
+            self.first[slot] = Some(g);
+            return Ok(());
+        };
+        let mut sum = Sum::Shared(first);
+        sum.add(&g)?;
+        self.sums.insert(slot as u64, sum);
+        Ok(())
+    }
+
+    /// Slot `slot`'s cotangent, taken out; `None` when it received none.
+    fn take(&mut self, slot: usize) -> Result<Option<Tensor>> {
+        if let Some(g) = self.first[slot].take() {
+            return Ok(Some(g));
+        }
+        match self.sums.remove(&(slot as u64)) {
+            Some(sum) => sum.into_tensor().map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Runs `node`'s VJP for cotangent `g` (of its result, or of each of its results): checks its

@@ -426,8 +426,7 @@ impl Tensor {
 
 /// A running sum of gradient contributions to one tensor. The first contribution is kept as it
 /// is (a VJP may hand the same tensor to several inputs); from the second on the sum lives in a
-/// private buffer that later contributions are added into in place. Boxed so that a traversal's
-/// table of a million pending sums stays small.
+/// private buffer that later contributions are added into in place.
 pub(crate) enum Sum {
     Shared(Tensor),
     Owned(Box<OwnedSum>),
