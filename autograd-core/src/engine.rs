@@ -685,7 +685,13 @@ impl Pending {
             return Ok(());
         };
         let mut sum = Sum::Shared(first);
-        sum.add(&g)?;
+        if let Err(e) = sum.add(&g) {
+            // a refused contribution leaves the slot as it was
+            if let Sum::Shared(first) = sum {
+                self.first[slot] = Some(first);
+            }
+            return Err(e);
+        }
         self.sums.insert(slot as u64, sum);
         Ok(())
     }

@@ -136,6 +136,8 @@ impl Drop for Handle {
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<TensorInner>();
+    // what the header's lock lends to several threads at once must itself be `Sync`
+    assert_send_sync::<AutogradState>();
     assert_send_sync::<CpuCarrier<[f32; 1]>>();
 };
 
@@ -272,6 +274,27 @@ mod tests {
         drop(z);
         assert!(y.0.is_unique());
         assert_eq!(y.values::<f32>().unwrap(), [3.0]);
+    }
+
+    /// Clones dropped on several threads at once: exactly one drop frees the header, whichever
+    /// thread's it is (the last handle frees it without a locked decrement).
+    #[test]
+    fn clones_dropped_on_many_threads_free_the_tensor_once() {
+        let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
+        for round in 0..200 {
+            let y = mul_scalar(&x, round as f32).unwrap();
+            let node = Arc::downgrade(&y.autograd_ctx().unwrap());
+            let clones: Vec<Tensor> = (0..4).map(|_| y.clone()).collect();
+            drop(y);
+            let threads: Vec<_> = clones
+                .into_iter()
+                .map(|t| std::thread::spawn(move || t.values::<f32>().unwrap()[0]))
+                .collect();
+            for t in threads {
+                assert_eq!(t.join().unwrap(), round as f32);
+            }
+            assert!(node.upgrade().is_none(), "the last drop freed the result");
+        }
     }
 
     /// Results of 1 to 17 elements: inline arrays of every size, then a buffer of its own.

@@ -301,8 +301,9 @@ impl Slot<'_> {
 
 /// The identity of one releasing traversal: a process-wide serial number in the low 39 bits
 /// (two live traversals share one only 2^39 traversals apart) and its thread's number in the
-/// 24 above (63 bits in all, the payload of a node's lock word), so that a claim held by an enclosing traversal of the same thread is told from one
-/// a traversal of another thread holds. Never 0.
+/// 24 above (63 bits in all: the payload of a node's lock word), so that a claim held by an
+/// enclosing traversal of the same thread is told from one a traversal of another thread
+/// holds. Never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraversalToken(u64);
 
@@ -383,6 +384,16 @@ pub struct SavedState {
     id: NodeId,
     location: &'static Location<'static>,
 }
+
+// What a node's lock lends to several threads at once must itself be `Sync`; and the public
+// state keeps the auto traits it had behind a `Mutex`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    const fn assert_unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    assert_send_sync::<Option<Saved>>();
+    assert_send_sync::<SavedState>();
+    assert_unwind_safe::<SavedState>();
+};
 
 impl fmt::Debug for SavedState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
