@@ -276,6 +276,14 @@ mod tests {
         assert_eq!(y.values::<f32>().unwrap(), [3.0]);
     }
 
+    /// W3 keeps a million one-element result blocks alive: with `Arc`'s two counts and
+    /// glibc's 8-byte chunk header, 120 bytes make a 144-byte chunk; growing it is a memory
+    /// regression.
+    #[test]
+    fn a_one_element_result_block_fits_a_144_byte_chunk() {
+        assert!(std::mem::size_of::<super::Block<[f32; 1]>>() <= 120);
+    }
+
     /// Clones dropped on several threads at once: exactly one drop frees the header, whichever
     /// thread's it is (the last handle frees it without a locked decrement).
     #[test]

@@ -166,6 +166,20 @@ mod tests {
         assert_eq!(*lock.lock(), vec![1, 2]);
     }
 
+    /// A tensor's identity is read while another thread holds its state: the read neither
+    /// waits nor sees the lock bit.
+    #[test]
+    fn the_payload_reads_without_waiting_while_another_thread_holds_the_lock() {
+        let lock = Arc::new(WordLock::new(12_345, ()));
+        let guard = lock.lock();
+        let l2 = Arc::clone(&lock);
+        let seen = std::thread::spawn(move || l2.payload())
+            .join()
+            .expect("no panic");
+        assert_eq!(seen, 12_345);
+        drop(guard);
+    }
+
     #[test]
     fn threads_that_contend_lose_no_update() {
         let lock = Arc::new(WordLock::new(0, 0u64));
