@@ -276,6 +276,24 @@ impl PackedDType {
     }
 }
 
+impl From<DType> for PackedDType {
+    fn from(dtype: DType) -> PackedDType {
+        PackedDType::new(dtype)
+    }
+}
+
+/// A clone shares a record's `Arc<DType>`, so a view of a record tensor allocates no dtype.
+impl Clone for PackedDType {
+    fn clone(&self) -> PackedDType {
+        if self.0.as_ptr().addr() & SHARED != 0 {
+            // SAFETY: a tagged pointer came from `Arc::into_raw`, and this value keeps that
+            // count alive while the clone takes one of its own.
+            unsafe { Arc::increment_strong_count(self.untagged()) };
+        }
+        PackedDType(self.0)
+    }
+}
+
 impl std::ops::Deref for PackedDType {
     type Target = DType;
     fn deref(&self) -> &DType {

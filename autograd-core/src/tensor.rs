@@ -80,10 +80,14 @@ fn storage_admits(logical: &DType, storage: &DType) -> bool {
 
 impl TensorInner {
     /// A new tensor's header, with an identity never handed out before.
-    pub(crate) fn new(dtype: DType, layout: Arc<Layout>, parts: Parts) -> TensorInner {
+    pub(crate) fn new(
+        dtype: impl Into<PackedDType>,
+        layout: Arc<Layout>,
+        parts: Parts,
+    ) -> TensorInner {
         id_source!(TensorIds);
         TensorInner {
-            dtype: PackedDType::new(dtype),
+            dtype: dtype.into(),
             layout,
             parts,
             autograd: WordLock::new(TensorIds::next() << 1, AutogradState::default()),
@@ -92,7 +96,11 @@ impl TensorInner {
 }
 
 impl Tensor {
-    pub(crate) fn from_inner(dtype: DType, layout: Arc<Layout>, parts: Parts) -> Tensor {
+    pub(crate) fn from_inner(
+        dtype: impl Into<PackedDType>,
+        layout: Arc<Layout>,
+        parts: Parts,
+    ) -> Tensor {
         Tensor(Handle::new(TensorInner::new(dtype, layout, parts)))
     }
 
@@ -116,7 +124,7 @@ impl Tensor {
     pub(crate) fn from_carrier_unchecked(
         carrier: Arc<dyn Carrier>,
         layout: Arc<Layout>,
-        dtype: DType,
+        dtype: impl Into<PackedDType>,
     ) -> Tensor {
         Tensor::from_inner(dtype, layout, Parts::One { carrier, offset: 0 })
     }
@@ -643,7 +651,7 @@ impl Tensor {
         Ok(Tensor::from_carrier_unchecked(
             fresh,
             Arc::new(layout),
-            DType::clone(&self.0.dtype),
+            self.0.dtype.clone(),
         ))
     }
 }

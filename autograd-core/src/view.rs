@@ -27,7 +27,7 @@ impl Tensor {
         };
         check_fits(&layout, offset, carrier.len() / record_width(&self.0.dtype))?;
         Ok(Tensor::from_inner(
-            crate::DType::clone(&self.0.dtype),
+            self.0.dtype.clone(),
             Arc::new(layout),
             Parts::One {
                 carrier: carrier.clone(),
@@ -68,11 +68,7 @@ impl Tensor {
             },
             Parts::Many(v) => Parts::Many(v.clone()),
         };
-        Tensor::from_inner(
-            crate::DType::clone(&self.0.dtype),
-            self.0.layout.clone(),
-            parts,
-        )
+        Tensor::from_inner(self.0.dtype.clone(), self.0.layout.clone(), parts)
     }
 
     /// The escape hatch out of the graph: the same carrier under an arbitrary `layout` at an
