@@ -37,7 +37,7 @@ impl Hasher for IdHasher {
     }
 }
 
-/// A map keyed by tensor or node identity.
+/// A map keyed by tensor or node identity (or a traversal's cotangent slot).
 pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// A set of tensor or node identities.

@@ -429,7 +429,7 @@ impl Tensor {
 /// private buffer that later contributions are added into in place.
 pub(crate) enum Sum {
     Shared(Tensor),
-    Owned(Box<OwnedSum>),
+    Owned(OwnedSum),
 }
 
 pub(crate) struct OwnedSum {
@@ -459,11 +459,11 @@ impl Sum {
                 let mut data = private_copy(first)?;
                 scatter_add(&mut data, &layout, g)?;
                 let class = first.part_carrier(0).clone();
-                *self = Sum::Owned(Box::new(OwnedSum {
+                *self = Sum::Owned(OwnedSum {
                     layout,
                     class,
                     data,
-                }));
+                });
                 Ok(())
             }
         }
@@ -478,7 +478,7 @@ impl Sum {
                     layout,
                     class,
                     data,
-                } = *owned;
+                } = owned;
                 let carrier = class.fresh(Buffer::F32(data))?;
                 Ok(Tensor::from_carrier_unchecked(
                     carrier,
