@@ -211,3 +211,50 @@ fn a_releasing_backward_inside_a_vjp_cannot_take_the_enclosing_traversals_nodes(
         .message()
         .contains("already released"));
 }
+
+/// A tensor's identity and retain flag share a word with the lock over its gradient and node:
+/// toggling the flag while other threads backpropagate through the tensor (locking its state)
+/// loses no update and never changes its identity.
+#[test]
+fn toggling_retain_grad_while_other_threads_backpropagate_keeps_identity_and_flag() {
+    let x = t(&[1.0, 2.0, 3.0], &[3]);
+    let h = mul_scalar(&x, 3.0).unwrap();
+    let id = h.id();
+    let backward_through = |h: &Tensor| {
+        sum(&mul_scalar(h, 2.0).unwrap())
+            .unwrap()
+            .backward_with(None, true)
+            .unwrap();
+    };
+    let running = std::sync::atomic::AtomicUsize::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let (h, running) = (h.clone(), &running);
+            s.spawn(move || {
+                for _ in 0..300 {
+                    backward_through(&h);
+                    assert_eq!(h.id(), id);
+                }
+                running.fetch_sub(1, std::sync::atomic::Ordering::Release);
+            });
+        }
+        // toggle for as long as the others run, ending with retention off
+        let mut on = false;
+        while running.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            on = !on;
+            h.retain_grad(on).unwrap();
+            assert_eq!(h.id(), id);
+        }
+        h.retain_grad(false).unwrap();
+    });
+    h.set_grad(None).unwrap();
+    backward_through(&h);
+    assert!(
+        h.grad().unwrap().is_none(),
+        "retention off: no gradient kept"
+    );
+    h.retain_grad(true).unwrap();
+    backward_through(&h);
+    assert_eq!(grad_vals(&h).unwrap(), [2.0, 2.0, 2.0]);
+    assert_eq!(h.id(), id);
+}
