@@ -234,7 +234,7 @@ unsafe impl Sync for PackedDType {}
 
 const SHARED: usize = 1;
 
-/// Every dtype but records, each at the index [`PackedDType::new`] gives it.
+/// Every dtype but records: [`PackedDType::new`] points a simple dtype at its copy here.
 static SIMPLE: [DType; 9] = [
     DType::Float32,
     DType::Float64,
@@ -249,26 +249,15 @@ static SIMPLE: [DType; 9] = [
 
 impl PackedDType {
     pub(crate) fn new(dtype: DType) -> PackedDType {
-        use DTypeCategory::{Any, Floating, Integer, Numeric};
-        let simple = |i: usize| PackedDType(std::ptr::NonNull::from(&SIMPLE[i]));
-        match dtype {
-            DType::Float32 => simple(0),
-            DType::Float64 => simple(1),
-            DType::Int32 => simple(2),
-            DType::Int64 => simple(3),
-            DType::Bool => simple(4),
-            DType::Category(Floating) => simple(5),
-            DType::Category(Integer) => simple(6),
-            DType::Category(Numeric) => simple(7),
-            DType::Category(Any) => simple(8),
-            compound @ DType::Compound(_) => {
-                let p = Arc::into_raw(Arc::new(compound)).cast_mut();
-                // `Arc`'s contents hold a pointer, so they are aligned to at least 4: bit 0 is free
-                let tagged = p.map_addr(|a| a | SHARED);
-                // SAFETY: `Arc::into_raw` never returns null, and setting bit 0 keeps it so.
-                PackedDType(unsafe { std::ptr::NonNull::new_unchecked(tagged) })
-            }
+        // Float32 first: nearly every tensor finds its dtype at the first comparison
+        if let Some(simple) = SIMPLE.iter().find(|s| **s == dtype) {
+            return PackedDType(std::ptr::NonNull::from(simple));
         }
+        let p = Arc::into_raw(Arc::new(dtype)).cast_mut();
+        // `Arc`'s contents hold a pointer, so they are aligned to at least 4: bit 0 is free
+        let tagged = p.map_addr(|a| a | SHARED);
+        // SAFETY: `Arc::into_raw` never returns null, and setting bit 0 keeps it so.
+        PackedDType(unsafe { std::ptr::NonNull::new_unchecked(tagged) })
     }
 
     fn untagged(&self) -> *const DType {

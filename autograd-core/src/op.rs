@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
 use crate::ids::id_source;
 use crate::tensor::Tensor;
-use crate::word_lock::{WordGuard, WordLock};
+use crate::word_lock::{backoff, WordGuard, WordLock};
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
 pub type Node = Arc<dyn Operation>;
@@ -566,12 +566,7 @@ impl SavedState {
             if !wait {
                 return Err(self.claim_error(op, me));
             }
-            if spins < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
-            spins = spins.saturating_add(1);
+            backoff(&mut spins);
         }
     }
 

@@ -88,8 +88,9 @@ impl<T> WordLock<T> {
 }
 
 /// Waits a little longer each time: spins first, then yields the core, then sleeps, so that a
-/// waiter behind a long holder (a VJP) does not burn a core another thread could use.
-fn backoff(spins: &mut u32) {
+/// waiter behind a long holder (a lock held through a VJP's routing, a traversal holding a
+/// claim) does not burn a core another thread could use.
+pub(crate) fn backoff(spins: &mut u32) {
     if *spins < 64 {
         std::hint::spin_loop();
     } else if *spins < 128 {
