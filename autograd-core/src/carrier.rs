@@ -5,11 +5,13 @@
 //! where the tensor lives). Kernels reach CPU elements as typed slices through [`CpuCarrier`].
 
 use std::any::{Any, TypeId};
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use crate::dtype::DType;
+use crate::element_lock::ElementLock;
 use crate::error::{bail, ensure, Result};
 use crate::ids::id_source;
 use crate::scalar::{Buffer, Element, Scalar};
@@ -99,23 +101,22 @@ impl dyn Carrier {
     }
 }
 
-/// Storage in main memory: one [`Buffer`] of a simple dtype (the default `S`), or, for up to
-/// [`SMALL_F32`] Float32 elements, an inline array sized to them.
+/// Storage in main memory: one [`Buffer`] of a simple dtype (the default store, [`Heap`]), or,
+/// for up to [`SMALL_F32`] Float32 elements, an [`Inline`] array sized to them.
 ///
 /// Kernels see every CPU carrier as `CpuCarrier<dyn Store>` (`as_cpu` on `dyn Carrier`), so
-/// one class serves every size, and a one-element result costs a 64-byte allocation, not one
+/// one class serves every size, and a one-element result costs a 48-byte allocation, not one
 /// sized for sixteen elements.
 ///
-/// An `RwLock` guards the elements: readers (every kernel) share it, a mutation takes it
-/// exclusively. A lock rather than `UnsafeCell` because tensors are `Send + Sync` and a user
-/// may mutate a tensor on one thread while another reads it.
-pub struct CpuCarrier<S: ?Sized + Store = Buffer> {
+/// A reader-writer lock guards the elements: readers (every kernel) share it, a mutation takes
+/// it exclusively. A lock because tensors are `Send + Sync` and a user may mutate a tensor on
+/// one thread while another reads it. The lock's word also holds an inline array's length, so
+/// a one-element carrier's lock, length and element take eight bytes.
+pub struct CpuCarrier<S: ?Sized + Store = Heap> {
     id: CarrierId,
     version: AtomicU64,
-    // The length and dtype never change after construction; kept outside the lock so reading
-    // them takes no lock (a caller may ask while it holds the elements).
-    extent: Extent,
-    data: RwLock<S>,
+    lock: ElementLock,
+    store: S,
 }
 
 /// A carrier's length and element dtype in one word: the dtype in the top three bits (no
@@ -186,50 +187,139 @@ mod sealed {
 
 pub(crate) use sealed::Token;
 
-/// The element store of a [`CpuCarrier`]: a [`Buffer`], or an inline Float32 array. Sealed;
-/// the carrier's extent says how many of an array's elements are in use.
+/// The element store of a [`CpuCarrier`]: a [`Heap`] buffer or an [`Inline`] array. Sealed: its
+/// elements are reached only through the carrier, under the carrier's lock.
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
+    /// The number of elements; `small` is the carrier lock's payload (an inline length).
     #[doc(hidden)]
-    fn buffer(&self) -> Option<&Buffer>;
+    fn len(&self, small: u32) -> usize;
     #[doc(hidden)]
-    fn buffer_mut(&mut self) -> Option<&mut Buffer>;
+    fn dtype(&self) -> DType;
+    /// The buffer, for a heap store.
     #[doc(hidden)]
-    fn inline(&self) -> &[f32];
+    fn heap(&self) -> Option<*mut Buffer>;
+    /// The whole inline array (the carrier's length says how much of it is in use); empty for
+    /// a heap store.
     #[doc(hidden)]
-    fn inline_mut(&mut self) -> &mut [f32];
+    fn inline(&self) -> *mut [f32];
 }
 
-impl sealed::Sealed for Buffer {}
+/// A CPU carrier's store of one [`Buffer`]: its length and dtype readable without the lock (a
+/// caller may ask while it holds the elements), the buffer behind it.
+pub struct Heap {
+    extent: Extent,
+    buffer: UnsafeCell<Buffer>,
+}
 
-impl Store for Buffer {
-    fn buffer(&self) -> Option<&Buffer> {
-        Some(self)
-    }
-    fn buffer_mut(&mut self) -> Option<&mut Buffer> {
-        Some(self)
-    }
-    fn inline(&self) -> &[f32] {
-        &[]
-    }
-    fn inline_mut(&mut self) -> &mut [f32] {
-        &mut []
+impl fmt::Debug for Heap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Heap({} x {})", self.extent.len(), self.extent.dtype())
     }
 }
 
-impl<const N: usize> sealed::Sealed for [f32; N] {}
+// SAFETY: the buffer is reached only through its carrier's guards, which hold the carrier's
+// lock: shared for `&Buffer`, exclusive for `&mut Buffer`, as an `RwLock<Buffer>` would.
+unsafe impl Sync for Heap {}
 
-impl<const N: usize> Store for [f32; N] {
-    fn buffer(&self) -> Option<&Buffer> {
+impl sealed::Sealed for Heap {}
+
+impl Store for Heap {
+    fn len(&self, _: u32) -> usize {
+        self.extent.len()
+    }
+    fn dtype(&self) -> DType {
+        self.extent.dtype()
+    }
+    fn heap(&self) -> Option<*mut Buffer> {
+        Some(self.buffer.get())
+    }
+    fn inline(&self) -> *mut [f32] {
+        std::ptr::slice_from_raw_parts_mut(std::ptr::NonNull::<f32>::dangling().as_ptr(), 0)
+    }
+}
+
+/// A CPU carrier's store of up to `N` Float32 elements inside the carrier; the carrier's lock
+/// word holds how many are in use.
+pub struct Inline<const N: usize>(UnsafeCell<[f32; N]>);
+
+impl<const N: usize> fmt::Debug for Inline<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Inline<{N}>")
+    }
+}
+
+// SAFETY: as for `Heap`, the array is reached only under its carrier's lock.
+unsafe impl<const N: usize> Sync for Inline<N> {}
+
+// The stores keep the auto traits the `RwLock` they replaced had: a panic while elements are
+// held leaves plain numbers, nothing half-done.
+impl std::panic::RefUnwindSafe for Heap {}
+impl<const N: usize> std::panic::RefUnwindSafe for Inline<N> {}
+
+const _: () = {
+    const fn assert_auto_traits<
+        T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
+    >() {
+    }
+    assert_auto_traits::<CpuCarrier>();
+    assert_auto_traits::<CpuCarrier<Inline<1>>>();
+};
+
+impl<const N: usize> sealed::Sealed for Inline<N> {}
+
+impl<const N: usize> Store for Inline<N> {
+    fn len(&self, small: u32) -> usize {
+        small as usize
+    }
+    fn dtype(&self) -> DType {
+        DType::Float32
+    }
+    fn heap(&self) -> Option<*mut Buffer> {
         None
     }
-    fn buffer_mut(&mut self) -> Option<&mut Buffer> {
-        None
+    fn inline(&self) -> *mut [f32] {
+        std::ptr::slice_from_raw_parts_mut(self.0.get().cast::<f32>(), N)
+    }
+}
+
+/// A shared hold on a CPU carrier's lock, lending its elements.
+struct ReadHold<'a, S: ?Sized + Store>(&'a CpuCarrier<S>);
+
+impl<S: ?Sized + Store> ReadHold<'_, S> {
+    fn buffer(&self) -> Option<&Buffer> {
+        // SAFETY: the shared hold keeps writers out while the reference lives.
+        self.0.store.heap().map(|b| unsafe { &*b })
     }
     fn inline(&self) -> &[f32] {
-        self
+        // SAFETY: as above; the array lives in the carrier.
+        unsafe { &*self.0.store.inline() }
+    }
+}
+
+impl<S: ?Sized + Store> Drop for ReadHold<'_, S> {
+    fn drop(&mut self) {
+        self.0.lock.unlock_shared();
+    }
+}
+
+/// The exclusive hold on a CPU carrier's lock, lending its elements mutably.
+struct WriteHold<'a, S: ?Sized + Store>(&'a CpuCarrier<S>);
+
+impl<S: ?Sized + Store> WriteHold<'_, S> {
+    fn buffer_mut(&mut self) -> Option<&mut Buffer> {
+        // SAFETY: the exclusive hold keeps every other access out while the reference lives,
+        // and `&mut self` lends one reference at a time.
+        self.0.store.heap().map(|b| unsafe { &mut *b })
     }
     fn inline_mut(&mut self) -> &mut [f32] {
-        self
+        // SAFETY: as above.
+        unsafe { &mut *self.0.store.inline() }
+    }
+}
+
+impl<S: ?Sized + Store> Drop for WriteHold<'_, S> {
+    fn drop(&mut self) {
+        self.0.lock.unlock_exclusive();
     }
 }
 
@@ -242,15 +332,19 @@ pub(crate) trait InlineSink {
 /// `values` in a CPU carrier with the smallest inline array that holds them, handed to
 /// `sink`; the sink back when none does (no values, or more than [`SMALL_F32`]).
 pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Result<K::Out, K> {
-    fn make<const N: usize, K: InlineSink>(values: &[f32], sink: K) -> K::Out
-    where
-        [f32; N]: Store,
-    {
+    fn make<const N: usize, K: InlineSink>(values: &[f32], sink: K) -> K::Out {
         let mut data = [0.0f32; N];
         data[..values.len()].copy_from_slice(values);
-        sink.take(CpuCarrier::with_store(data, values.len(), Simple::F32))
+        // at most SMALL_F32 (16) elements: the length fits the lock's payload
+        let len = u32::try_from(values.len()).unwrap_or(u32::MAX);
+        sink.take(CpuCarrier {
+            id: CarrierId::fresh(),
+            version: AtomicU64::new(0),
+            lock: ElementLock::new(len),
+            store: Inline(UnsafeCell::new(data)),
+        })
     }
-    // one allocation class each (64, 80, 96 and 128 bytes with the reference counts), so a
+    // one allocation class each (48, 64, 80 and 112 bytes with the reference counts), so a
     // result is never more than one class larger than its elements need
     Ok(match values.len() {
         1 => make::<1, K>(values, sink),
@@ -273,7 +367,11 @@ impl InlineSink for Shared {
 
 impl<S: ?Sized + Store> CpuCarrier<S> {
     fn element_count(&self) -> usize {
-        self.extent.len()
+        self.store.len(self.lock.payload())
+    }
+
+    fn element_dtype(&self) -> DType {
+        self.store.dtype()
     }
 
     /// This carrier's identity (as [`Carrier::id`], also for the `dyn Store` view).
@@ -281,22 +379,22 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         self.id
     }
 
-    fn slice_of<'a, T: Element>(&self, data: &'a S) -> Option<&'a [T]> {
+    fn slice_of<'a, T: Element>(&self, data: &'a ReadHold<'_, S>) -> Option<&'a [T]> {
         match data.buffer() {
             Some(b) => T::slice(b),
             None => T::from_f32_slice(&data.inline()[..self.element_count()]),
         }
     }
 
-    fn slice_mut_of<'a, T: Element>(&self, data: &'a mut S) -> Option<&'a mut [T]> {
+    fn slice_mut_of<'a, T: Element>(&self, data: &'a mut WriteHold<'_, S>) -> Option<&'a mut [T]> {
         let len = self.element_count();
-        if data.buffer().is_some() {
+        if self.store.heap().is_some() {
             return data.buffer_mut().and_then(T::slice_mut);
         }
         T::from_f32_slice_mut(&mut data.inline_mut()[..len])
     }
 
-    fn get_of(&self, data: &S, i: usize) -> Option<Scalar> {
+    fn get_of(&self, data: &ReadHold<'_, S>, i: usize) -> Option<Scalar> {
         match data.buffer() {
             Some(b) => b.get(i),
             None => data.inline()[..self.element_count()]
@@ -305,7 +403,7 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         }
     }
 
-    fn buffer_of(&self, data: &S) -> Buffer {
+    fn buffer_of(&self, data: &ReadHold<'_, S>) -> Buffer {
         match data.buffer() {
             Some(b) => b.clone(),
             None => Buffer::F32(data.inline()[..self.element_count()].to_vec()),
@@ -320,8 +418,8 @@ impl<S: ?Sized + Store> fmt::Debug for CpuCarrier<S> {
             "CpuCarrier({}, v{}, {} x {})",
             self.id,
             self.version.load(Ordering::Acquire),
-            self.extent.len(),
-            self.extent.dtype()
+            self.element_count(),
+            self.element_dtype()
         )
     }
 }
@@ -329,8 +427,16 @@ impl<S: ?Sized + Store> fmt::Debug for CpuCarrier<S> {
 impl CpuCarrier {
     /// A CPU carrier owning `data`, keeping its allocation (no copy).
     pub fn new(data: Buffer) -> CpuCarrier {
-        let (len, simple) = (data.len(), Simple::of(&data));
-        CpuCarrier::with_store(data, len, simple)
+        let extent = Extent::new(data.len(), Simple::of(&data));
+        CpuCarrier {
+            id: CarrierId::fresh(),
+            version: AtomicU64::new(0),
+            lock: ElementLock::new(0),
+            store: Heap {
+                extent,
+                buffer: UnsafeCell::new(data),
+            },
+        }
     }
 
     /// A CPU carrier owning `data`, shared.
@@ -344,37 +450,22 @@ impl CpuCarrier {
     }
 }
 
-impl<S: Store> CpuCarrier<S> {
-    fn with_store(data: S, len: usize, simple: Simple) -> CpuCarrier<S> {
-        CpuCarrier {
-            id: CarrierId::fresh(),
-            version: AtomicU64::new(0),
-            extent: Extent::new(len, simple),
-            data: RwLock::new(data),
-        }
-    }
-}
-
 impl<S: ?Sized + Store> CpuCarrier<S> {
-    // A poisoned lock only means a panic happened while writing elements; the elements are
-    // plain numbers, so the data is still usable.
-    fn lock_read(&self) -> RwLockReadGuard<'_, S> {
-        self.data
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_read(&self) -> ReadHold<'_, S> {
+        self.lock.lock_shared();
+        ReadHold(self)
     }
 
-    fn lock_write(&self) -> RwLockWriteGuard<'_, S> {
-        self.data
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_write(&self) -> WriteHold<'_, S> {
+        self.lock.lock_exclusive();
+        WriteHold(self)
     }
 
     fn wrong_type(&self, wanted: impl fmt::Display) -> crate::Error {
         crate::Error::Type(format!(
             "{} holds {} elements, not {wanted}",
             self.id,
-            self.extent.dtype()
+            self.element_dtype()
         ))
     }
 
@@ -453,11 +544,8 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
 impl<S: ?Sized + Store> Drop for CpuCarrier<S> {
     /// A large Float32 buffer goes to the process-wide reuse pool instead of the allocator.
     fn drop(&mut self) {
-        let data = self
-            .data
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(Buffer::F32(v)) = data.buffer_mut() {
+        // SAFETY: `&mut self`: nothing else reaches the buffer.
+        if let Some(Buffer::F32(v)) = self.store.heap().map(|b| unsafe { &mut *b }) {
             crate::pool::recycle(std::mem::take(v));
         }
     }
@@ -471,10 +559,10 @@ impl<S: Store> Carrier for CpuCarrier<S> {
         self.version.load(Ordering::Acquire)
     }
     fn len(&self) -> usize {
-        self.extent.len()
+        self.element_count()
     }
     fn dtype(&self) -> DType {
-        self.extent.dtype()
+        self.element_dtype()
     }
     fn class_name(&self) -> &'static str {
         "CpuCarrier"
@@ -486,7 +574,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
                 Value,
                 "offset {offset} is out of range for {} of length {}",
                 self.id,
-                self.extent.len()
+                self.element_count()
             ),
         }
     }
@@ -495,7 +583,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
-        let (len, dtype) = (self.extent.len(), self.extent.dtype());
+        let (len, dtype) = (self.element_count(), self.element_dtype());
         for &(o, v) in writes {
             ensure!(
                 o < len,
@@ -608,16 +696,16 @@ mod tests {
         assert_eq!(c.to_buffer(), Buffer::F32(vec![1.0, 9.0, 7.0, 2.0]));
     }
 
-    /// W3 keeps a million one-element results alive: their carriers must stay in the 64-byte
-    /// allocation class (40 bytes plus 16 of reference counts and 8 of allocator header), and
-    /// the sixteen-element ones W1 makes in the 128-byte class.
+    /// W3 keeps a million one-element results alive: their carriers must stay in the 48-byte
+    /// allocation class (24 bytes plus 16 of reference counts and 8 of allocator header), and
+    /// the sixteen-element ones W1 makes in the 112-byte class.
     #[test]
     fn small_carriers_stay_in_their_allocation_class() {
-        assert!(std::mem::size_of::<CpuCarrier<[f32; 1]>>() <= 40);
-        assert!(std::mem::size_of::<CpuCarrier<[f32; 4]>>() <= 56);
-        assert!(std::mem::size_of::<CpuCarrier<[f32; 8]>>() <= 72);
-        assert!(std::mem::size_of::<CpuCarrier<[f32; SMALL_F32]>>() <= 104);
-        assert!(std::mem::size_of::<CpuCarrier>() <= 72);
+        assert!(std::mem::size_of::<CpuCarrier<Inline<1>>>() <= 24);
+        assert!(std::mem::size_of::<CpuCarrier<Inline<4>>>() <= 40);
+        assert!(std::mem::size_of::<CpuCarrier<Inline<8>>>() <= 56);
+        assert!(std::mem::size_of::<CpuCarrier<Inline<SMALL_F32>>>() <= 88);
+        assert!(std::mem::size_of::<CpuCarrier>() <= 64);
     }
 
     #[test]

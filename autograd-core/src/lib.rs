@@ -9,6 +9,7 @@ mod captured;
 mod carrier;
 mod construct;
 mod dtype;
+mod element_lock;
 pub mod error;
 mod gemm;
 mod grad_mode;
@@ -28,7 +29,7 @@ mod tensor;
 mod view;
 mod word_lock;
 
-pub use carrier::{Carrier, CarrierId, CpuCarrier, Store, SMALL_F32};
+pub use carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};
 pub use construct::Rng;
 pub use dtype::{CompoundDType, DType, DTypeCategory};
 pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,222 @@
+//! A reader-writer lock in a 32-bit word that keeps five bits of payload beside its state: a
+//! CPU carrier's elements lock, whose payload is the length of an inline array, so that a
+//! one-element carrier's lock, length and element take eight bytes (W3 keeps a million of them
+//! alive). Readers share it (every kernel reads), a writer excludes everyone, and a waiting
+//! writer keeps new readers out, as std's `RwLock` does on Linux: a thread that read-locks a
+//! carrier it already holds while a writer waits deadlocks there too. Waiters back off as the
+//! word lock's do. Like the `RwLock` it replaced (whose poisoning the carrier ignored), it does
+//! not poison: what it guards is plain numbers.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::word_lock::backoff;
+
+const WRITER: u32 = 1;
+/// A writer waits: new readers stay out until it has had its turn.
+const WAITING: u32 = 1 << 1;
+const READER: u32 = 1 << 2;
+const PAYLOAD_SHIFT: u32 = 27;
+const READERS: u32 = ((1 << PAYLOAD_SHIFT) - 1) & !(WRITER | WAITING);
+
+/// The lock state and a payload fixed at construction.
+pub(crate) struct ElementLock(AtomicU32);
+
+impl ElementLock {
+    /// The largest payload the word holds.
+    pub(crate) const MAX_PAYLOAD: u32 = u32::MAX >> PAYLOAD_SHIFT;
+
+    /// An unlocked lock carrying `payload`, at most [`ElementLock::MAX_PAYLOAD`].
+    pub(crate) const fn new(payload: u32) -> ElementLock {
+        assert!(
+            payload <= Self::MAX_PAYLOAD,
+            "an element lock's payload has 5 bits"
+        );
+        ElementLock(AtomicU32::new(payload << PAYLOAD_SHIFT))
+    }
+
+    /// The payload; it never changes, so any ordering reads it.
+    pub(crate) fn payload(&self) -> u32 {
+        self.0.load(Ordering::Relaxed) >> PAYLOAD_SHIFT
+    }
+
+    /// Takes a shared hold, waiting while a writer holds the lock or waits for it. Pair with
+    /// [`ElementLock::unlock_shared`].
+    pub(crate) fn lock_shared(&self) {
+        let mut state = self.0.load(Ordering::Relaxed);
+        let mut spins = 0u32;
+        loop {
+            // a full reader count waits for a reader to leave rather than overflowing
+            if state & (WRITER | WAITING) == 0 && state & READERS != READERS {
+                match self.0.compare_exchange_weak(
+                    state,
+                    state + READER,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => {
+                        state = now;
+                        continue;
+                    }
+                }
+            }
+            backoff(&mut spins);
+            state = self.0.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Ends a shared hold taken by [`ElementLock::lock_shared`].
+    pub(crate) fn unlock_shared(&self) {
+        self.0.fetch_sub(READER, Ordering::Release);
+    }
+
+    /// Takes the exclusive hold, waiting for readers and writers to leave and keeping new
+    /// readers out meanwhile. Pair with [`ElementLock::unlock_exclusive`].
+    pub(crate) fn lock_exclusive(&self) {
+        let mut state = self.0.load(Ordering::Relaxed);
+        let mut spins = 0u32;
+        loop {
+            if state & (WRITER | READERS) == 0 {
+                match self.0.compare_exchange_weak(
+                    state,
+                    (state | WRITER) & !WAITING,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => {
+                        state = now;
+                        continue;
+                    }
+                }
+            }
+            if state & WAITING == 0 {
+                // announce the wait; a failed attempt just tries again
+                let _ = self.0.compare_exchange_weak(
+                    state,
+                    state | WAITING,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            backoff(&mut spins);
+            state = self.0.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the exclusive hold taken by [`ElementLock::lock_exclusive`].
+    pub(crate) fn unlock_exclusive(&self) {
+        // Another writer may have announced a wait meanwhile: keep its bit.
+        self.0.fetch_and(!WRITER, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::UnsafeCell;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_payload_survives_every_state() {
+        for payload in [0, 1, 16, ElementLock::MAX_PAYLOAD] {
+            let l = ElementLock::new(payload);
+            l.lock_shared();
+            l.lock_shared();
+            assert_eq!(l.payload(), payload);
+            l.unlock_shared();
+            l.unlock_shared();
+            l.lock_exclusive();
+            assert_eq!(l.payload(), payload);
+            l.unlock_exclusive();
+            assert_eq!(l.payload(), payload);
+            assert_eq!(
+                l.0.load(Ordering::Relaxed) & !(u32::MAX << PAYLOAD_SHIFT),
+                0
+            );
+        }
+    }
+
+    /// Writers increment a two-word counter non-atomically under the exclusive hold; readers
+    /// check under the shared hold that they never see it half-written.
+    #[test]
+    fn readers_never_see_a_writer_half_done() {
+        struct Pair {
+            lock: ElementLock,
+            words: UnsafeCell<[u64; 2]>,
+        }
+        // SAFETY: the words are reached only under the lock.
+        unsafe impl Sync for Pair {}
+        let pair = Arc::new(Pair {
+            lock: ElementLock::new(9),
+            words: UnsafeCell::new([0, 0]),
+        });
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let pair = pair.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        if t % 2 == 0 {
+                            pair.lock.lock_exclusive();
+                            // SAFETY: the exclusive hold.
+                            unsafe {
+                                let w = &mut *pair.words.get();
+                                w[0] += 1;
+                                std::hint::spin_loop();
+                                w[1] += 1;
+                            }
+                            pair.lock.unlock_exclusive();
+                        } else {
+                            pair.lock.lock_shared();
+                            // SAFETY: a shared hold.
+                            let [a, b] = unsafe { *pair.words.get() };
+                            pair.lock.unlock_shared();
+                            assert_eq!(a, b);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // SAFETY: every thread has finished.
+        assert_eq!(unsafe { *pair.words.get() }, [40_000, 40_000]);
+        assert_eq!(pair.lock.payload(), 9);
+    }
+
+    /// A writer waiting behind a reader keeps new readers out, so a stream of readers cannot
+    /// starve it.
+    #[test]
+    fn a_waiting_writer_holds_new_readers_back() {
+        use std::sync::atomic::AtomicBool;
+        let lock = Arc::new(ElementLock::new(3));
+        lock.lock_shared();
+        let writer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock_exclusive();
+                lock.unlock_exclusive();
+            })
+        };
+        while lock.0.load(Ordering::Relaxed) & WAITING == 0 {
+            std::thread::yield_now();
+        }
+        let entered = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (lock, entered) = (lock.clone(), entered.clone());
+            std::thread::spawn(move || {
+                lock.lock_shared();
+                entered.store(true, Ordering::SeqCst);
+                lock.unlock_shared();
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!entered.load(Ordering::SeqCst), "the new reader waits");
+        lock.unlock_shared();
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert!(entered.load(Ordering::SeqCst));
+        assert_eq!(lock.0.load(Ordering::Relaxed), 3 << PAYLOAD_SHIFT);
+    }
+}
