@@ -2,6 +2,7 @@
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
 use std::cell::Cell;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -50,7 +51,8 @@ const NO_PRODUCER: u32 = u32::MAX;
 /// anyway.
 struct Step {
     node: Node,
-    /// Where this node's input producers start in `Plan::producers`.
+    /// Where this node's input producers start in `Plan::producers`; with [`Step::INLINE`],
+    /// its one producer itself.
     first: u32,
     /// The number of saved inputs, with [`Step::USEFUL`] and [`Step::SHARED`] in its top bits.
     count_flags: u32,
@@ -62,7 +64,11 @@ impl Step {
     /// Another traversal may reach this node other than through this plan's own nodes: the
     /// root, and every node met through an edge that was not its sole way in.
     const SHARED: u32 = 1 << 30;
-    const COUNT: u32 = Step::SHARED - 1;
+    /// The node's one saved input's producer is `first` itself, not kept in
+    /// `Plan::producers` (a unary node met before any node of several results, so its edge
+    /// reads result 0): a chain of unary ops needs no producer table.
+    const INLINE: u32 = 1 << 29;
+    const COUNT: u32 = Step::INLINE - 1;
 
     fn new(node: Node, shared: bool) -> Step {
         let shared = if shared { Step::SHARED } else { 0 };
@@ -88,8 +94,18 @@ impl Step {
                 ))
             })?;
         self.first = index_u32(first)?;
-        self.count_flags = (self.count_flags & !Step::COUNT) | count;
+        self.count_flags = (self.count_flags & !(Step::COUNT | Step::INLINE)) | count;
         Ok(())
+    }
+
+    /// Records `producer` as the node's one input's producer, in the step itself.
+    fn set_inline_producer(&mut self, producer: u32) {
+        self.first = producer;
+        self.count_flags = (self.count_flags & !Step::COUNT) | Step::INLINE | 1;
+    }
+
+    fn inline(&self) -> bool {
+        self.count_flags & Step::INLINE != 0
     }
 
     fn useful(&self) -> bool {
@@ -105,7 +121,10 @@ impl Step {
         self.count_flags & Step::SHARED != 0
     }
 
-    fn producers<'a>(&self, all: &'a [u32]) -> &'a [u32] {
+    fn producers<'a>(&'a self, all: &'a [u32]) -> &'a [u32] {
+        if self.inline() {
+            return std::slice::from_ref(&self.first);
+        }
         let first = self.first as usize;
         &all[first..first + self.count() as usize]
     }
@@ -113,6 +132,9 @@ impl Step {
 
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
 /// them in which every consumer comes before its producers.
+///
+/// A plan keeps about 28 bytes per node for a chain of unary ops (W3 holds a million): its
+/// step, and nothing in the producer table or the order.
 ///
 /// A plan whose claim finished releases the claimed nodes when it is dropped, each right
 /// before its step's reference to the node goes, so every node is touched once more, not twice.
@@ -124,7 +146,10 @@ pub(crate) struct Plan {
     outputs: Option<Box<Outputs>>,
     /// The slot of the differentiated result of the root.
     root_slot: usize,
-    order: Vec<u32>,
+    /// A topological order, consumers first; `None` when discovery order is one (every step
+    /// but the root was reached through exactly one edge, its discoverer's, as in a chain or a
+    /// tree).
+    order: Option<Vec<u32>>,
     /// Set by [`Claim::finish`] to its traversal: dropping the plan releases the nodes that
     /// traversal claimed.
     release: Cell<Option<TraversalToken>>,
@@ -190,7 +215,8 @@ impl Plan {
         let mut index: IdMap<u32> = IdMap::default();
         let mut steps: Vec<Step> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();
-        let mut pending: Vec<u32> = Vec::new();
+        // whether an edge reached a step already discovered (or the root)
+        let mut revisited = false;
         let mut stack = vec![0u32];
         let mut outputs: Option<Box<Outputs>> = None;
         let root_results = root.outputs();
@@ -207,7 +233,6 @@ impl Plan {
         }
         index.insert(node_key(root), 0);
         steps.push(Step::new(root.clone(), true));
-        pending.push(0);
         while let Some(i) = stack.pop() {
             let i = i as usize;
             let node: *const dyn Operation = Arc::as_ptr(&steps[i].node);
@@ -244,11 +269,10 @@ impl Plan {
                             o.push_step(results)?;
                         }
                         steps.push(Step::new(child, !sole));
-                        pending.push(0);
                         stack.push(j);
                         j
                     };
-                    pending[j as usize] += 1;
+                    revisited |= known.is_some();
                     let results = outputs
                         .as_ref()
                         .map_or(1, |o| o.counts[j as usize] as usize);
@@ -268,11 +292,37 @@ impl Plan {
                 }
                 Ok(())
             })??;
-            steps[i].set_inputs(first, producers.len() - first)?;
+            if producers.len() - first == 1 && outputs.is_none() {
+                let only = producers.pop().unwrap_or(NO_PRODUCER);
+                steps[i].set_inline_producer(only);
+            } else {
+                steps[i].set_inputs(first, producers.len() - first)?;
+            }
         }
         drop(index);
+        // Every step but the root reached through one edge, and the root through none: each
+        // step's one consumer is its discoverer, which comes before it.
+        let root_slot = outputs.as_ref().map_or(0, |_| root_output);
+        if !revisited {
+            return Ok(Plan {
+                steps,
+                producers,
+                outputs,
+                root_slot,
+                order: None,
+                release: Cell::new(None),
+            });
+        }
         // Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
         // root that is itself consumed inside the graph lies on a cycle and is never ready.
+        let mut pending = vec![0u32; steps.len()];
+        for s in &steps {
+            for &p in s.producers(&producers) {
+                if p != NO_PRODUCER {
+                    pending[p as usize] += 1;
+                }
+            }
+        }
         let mut order = Vec::with_capacity(steps.len());
         let mut ready = if pending[0] == 0 {
             vec![0u32]
@@ -298,13 +348,12 @@ impl Plan {
                 describe_node(&*steps[0].node)
             );
         }
-        let root_slot = outputs.as_ref().map_or(0, |_| root_output);
         Ok(Plan {
             steps,
             producers,
             outputs,
             root_slot,
-            order,
+            order: Some(order),
             release: Cell::new(None),
         })
     }
@@ -327,22 +376,35 @@ impl Plan {
         }
     }
 
-    /// The slot edge `e` (an index into `producers`) delivers its cotangent to.
-    fn edge_slot(&self, e: usize, producer: usize) -> usize {
+    /// The slot that `step`'s input `j`, produced by step `producer`, delivers its cotangent
+    /// to.
+    fn edge_slot(&self, step: &Step, j: usize, producer: usize) -> usize {
         match &self.outputs {
             None => producer,
-            Some(o) => o.base[producer] as usize + o.edge[e] as usize,
+            Some(o) if step.inline() => o.base[producer] as usize,
+            Some(o) => o.base[producer] as usize + o.edge[step.first as usize + j] as usize,
         }
     }
 
-    fn producers_of(&self, step: &Step) -> &[u32] {
+    /// The steps in topological order, consumers first.
+    fn order(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.steps.len()).map(|k| self.in_order(k))
+    }
+
+    /// The step `k`-th in topological order.
+    fn in_order(&self, k: usize) -> usize {
+        self.order.as_ref().map_or(k, |o| o[k] as usize)
+    }
+
+    fn producers_of<'a>(&'a self, step: &'a Step) -> &'a [u32] {
         step.producers(&self.producers)
     }
 
     /// Marks the steps through which a tensor accepted by `wanted` can be reached.
     pub(crate) fn prune(&mut self, wanted: &dyn Fn(&Tensor) -> bool) -> Result<()> {
-        for &i in self.order.iter().rev() {
-            let step = &self.steps[i as usize];
+        for k in (0..self.steps.len()).rev() {
+            let i = self.in_order(k);
+            let step = &self.steps[i];
             let direct = step.node.saved().with(step.node.name(), |s| {
                 s.inputs.iter().any(|(t, _)| wanted(t))
             })?;
@@ -351,7 +413,7 @@ impl Plan {
                     .producers_of(step)
                     .iter()
                     .any(|&p| p != NO_PRODUCER && self.steps[p as usize].useful());
-            self.steps[i as usize].set_useful(useful);
+            self.steps[i].set_useful(useful);
         }
         Ok(())
     }
@@ -545,7 +607,7 @@ fn propagate_with(
     mut claim: Option<&mut Claim<'_>>,
     mut profile: Option<&mut BackwardProfile>,
 ) -> Result<bool> {
-    let mut cotangents = Pending::new(plan.slot_count());
+    let mut cotangents = Pending::default();
     cotangents.add(plan.root_slot, root_cotangent)?;
     // Batched: the layout of the result each slot holds the K cotangents of, so that a node
     // running its VJP once per cotangent gets each with its result's exact shape.
@@ -558,9 +620,9 @@ fn propagate_with(
     let mut several: Vec<Option<Tensor>> = Vec::new();
     // One vector for every node's gradients, instead of one allocated per node.
     let mut grads: Vec<Option<Tensor>> = Vec::new();
-    for &i in &plan.order {
-        let step = &plan.steps[i as usize];
-        let slots = plan.slots_of(i as usize);
+    for i in plan.order() {
+        let step = &plan.steps[i];
+        let slots = plan.slots_of(i);
         let g = if slots.len() == 1 {
             let Some(g) = cotangents.take(slots.start)? else {
                 continue;
@@ -584,7 +646,6 @@ fn propagate_with(
             }
             Cotangent::Several(&several)
         };
-        let first = step.first as usize;
         let producers = plan.producers_of(step);
         // Where input j's gradient goes: staged for the sink, and/or on to a result slot of
         // its producer.
@@ -596,17 +657,14 @@ fn propagate_with(
             };
             let forward = producer
                 .filter(|&p| plan.steps[p].useful())
-                .map(|p| plan.edge_slot(first + j, p));
+                .map(|p| plan.edge_slot(step, j, p));
             (keep, forward)
         };
         let needed = |j: usize, input: &Tensor| {
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        let claiming = claim
-            .as_deref()
-            .filter(|c| !c.claimed[i as usize])
-            .map(|c| c.token);
+        let claiming = claim.as_deref().filter(|c| !c.claimed[i]).map(|c| c.token);
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
@@ -639,7 +697,7 @@ fn propagate_with(
             p.record(&*step.node, t0.elapsed(), bytes);
         }
         if let Some(claim) = claim.as_deref_mut() {
-            claim.claimed[i as usize] = true;
+            claim.claimed[i] = true;
         }
     }
     Ok(true)
@@ -655,56 +713,30 @@ pub(crate) enum Cotangent<'a> {
     Batched(Tensor, usize, Option<Arc<Layout>>),
 }
 
-/// The cotangents a traversal has yet to hand to their nodes, one slot per result. A slot's
-/// first contribution is kept as it is, in a table of one word per slot (a million-node chain
-/// needs nothing more); a slot that receives several keeps their running sum in a side table.
-struct Pending {
-    first: Vec<Option<Tensor>>,
-    sums: IdMap<Sum>,
-}
+/// The cotangents a traversal has yet to hand to their nodes: only the slots that received
+/// one and whose node has not run yet, so that a million-node chain keeps one at a time, not a
+/// table of a million. A slot that receives several keeps their running sum.
+#[derive(Default)]
+struct Pending(IdMap<Sum>);
 
 impl Pending {
-    fn new(slots: usize) -> Pending {
-        let mut first = Vec::with_capacity(slots);
-        first.resize_with(slots, || None);
-        Pending {
-            first,
-            sums: IdMap::default(),
-        }
-    }
-
-    /// Adds `g` to slot `slot`'s cotangent.
+    /// Adds `g` to slot `slot`'s cotangent; a refused contribution leaves the slot as it was.
     fn add(&mut self, slot: usize, g: Tensor) -> Result<()> {
-        if !self.sums.is_empty() {
-            if let Some(sum) = self.sums.get_mut(&(slot as u64)) {
-                return sum.add(&g);
+        match self.0.entry(slot as u64) {
+            Entry::Occupied(mut sum) => sum.get_mut().add(&g),
+            Entry::Vacant(empty) => {
+                empty.insert(Sum::Shared(g));
+                Ok(())
             }
         }
-        let Some(first) = self.first[slot].take() else {
-            self.first[slot] = Some(g);
-            return Ok(());
-        };
-        let mut sum = Sum::Shared(first);
-        if let Err(e) = sum.add(&g) {
-            // a refused contribution leaves the slot as it was
-            if let Sum::Shared(first) = sum {
-                self.first[slot] = Some(first);
-            }
-            return Err(e);
-        }
-        self.sums.insert(slot as u64, sum);
-        Ok(())
     }
 
     /// Slot `slot`'s cotangent, taken out; `None` when it received none.
     fn take(&mut self, slot: usize) -> Result<Option<Tensor>> {
-        if let Some(g) = self.first[slot].take() {
-            return Ok(Some(g));
-        }
-        match self.sums.remove(&(slot as u64)) {
-            Some(sum) => sum.into_tensor().map(Some),
-            None => Ok(None),
-        }
+        self.0
+            .remove(&(slot as u64))
+            .map(Sum::into_tensor)
+            .transpose()
     }
 }
 
@@ -941,7 +973,7 @@ fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::Step;
+    use super::{Plan, Step, NO_PRODUCER};
     use crate::{ops::mul_scalar, shape, Tensor};
 
     /// A plan holds one step per node of the graph: W3's million of them.
@@ -962,5 +994,44 @@ mod tests {
         assert!(!s.useful() && s.shared());
         assert!(s.set_inputs(0, Step::COUNT as usize + 1).is_err());
         assert_eq!(s.count(), Step::COUNT, "a refused count changes nothing");
+        s.set_inline_producer(5);
+        assert!(s.inline() && !s.useful() && s.shared());
+        assert_eq!(s.producers(&[9, 9, 9]), [5]);
+        s.set_inputs(1, 2).unwrap();
+        assert!(!s.inline());
+        assert_eq!(s.producers(&[9, 8, 7]), [8, 7]);
+    }
+
+    /// A chain of unary ops keeps no producer table and no order (discovery order is
+    /// topological); a node reached twice needs both.
+    #[test]
+    fn a_chain_plan_keeps_only_its_steps() {
+        let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
+        x.retain_grad(true).unwrap();
+        let mut y = x.clone();
+        for _ in 0..5 {
+            y = mul_scalar(&y, 2.0).unwrap();
+        }
+        let plan = Plan::discover(&y.autograd_ctx().unwrap(), 0).unwrap();
+        assert_eq!(plan.steps.len(), 5);
+        assert!(plan.producers.is_empty() && plan.order.is_none());
+        assert!(plan.steps.iter().all(Step::inline));
+        assert_eq!(plan.order().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+
+        let z = mul_scalar(&y, 3.0).unwrap();
+        let diamond = crate::ops::add(&z, &mul_scalar(&z, 0.5).unwrap()).unwrap();
+        let plan = Plan::discover(&diamond.autograd_ctx().unwrap(), 0).unwrap();
+        assert_eq!(plan.steps.len(), 8);
+        assert!(plan.order.is_some(), "z's node is reached twice");
+        let order: Vec<usize> = plan.order().collect();
+        let at = |i: usize| order.iter().position(|&k| k == i).unwrap();
+        for (i, step) in plan.steps.iter().enumerate() {
+            for &p in plan.producers_of(step) {
+                assert!(
+                    p == NO_PRODUCER || at(i) < at(p as usize),
+                    "consumers first"
+                );
+            }
+        }
     }
 }

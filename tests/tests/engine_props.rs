@@ -723,20 +723,20 @@ proptest! {
             Fault::Stale | Fault::Released => None,
         };
         let values = eval(&dag, &leaves, bad).unwrap();
-        // A copy of the DAG's output is the first input of the final add, a counting probe on a
-        // side leaf the second: the traversal runs the probe first, staging the side leaf's
-        // gradient (and those of a retained `out` or `probed`), and only then reaches the
-        // failure in the DAG. (The copy keeps the final add from saving a view that shares
-        // storage with a mutated value, which would fail before the probe ran.)
+        // A counting probe at the root over a copy of the DAG's output plus a side leaf: in
+        // any topological order the probe runs first, then the add stages the side leaf's
+        // gradient (and those of a retained `summed` or `out`), and only then does the
+        // traversal reach the failure in the DAG. (The copy keeps the add from saving a view
+        // that shares storage with a mutated value, which would fail before anything staged.)
         let last = mul_scalar(values.last().unwrap(), 1.0).unwrap();
         let side = leaf(last.shape(), LeafKind::ROW_MAJOR, &[0.25; SEED_LEN]);
-        let (probed, runs) = probe(&side);
-        let out = add(&last, &probed).unwrap();
-        let nodes = graph_nodes(values.iter().chain([&probed, &out]));
+        let summed = add(&last, &side).unwrap();
+        let (out, runs) = probe(&summed);
+        let nodes = graph_nodes(values.iter().chain([&summed, &out]));
 
         // prior gradients on every leaf and on randomly chosen retained intermediates
         let mut tracked: Vec<&Tensor> = leaves.iter().chain([&side]).collect();
-        for (j, v) in values[n..].iter().chain([&probed, &out]).enumerate() {
+        for (j, v) in values[n..].iter().chain([&summed, &out]).enumerate() {
             if retain & (1 << j) != 0 {
                 v.retain_grad(true).unwrap();
                 tracked.push(v);
@@ -982,7 +982,7 @@ fn lifts_chain_broadcast_to_and_expand() {
     assert_eq!(vals(g[0].as_ref().unwrap()), vec![8.0; 3]);
 }
 
-/// An identity op counting how often its VJP runs.
+/// An identity op counting how often its VJP runs; its gradient takes the input's layout.
 struct Probe {
     saved: SavedState,
     runs: Arc<AtomicUsize>,
@@ -997,7 +997,8 @@ impl Operation for Probe {
     }
     fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         self.runs.fetch_add(1, Ordering::SeqCst);
-        Ok(vec![Some(g.clone())])
+        let x = &self.saved.inputs()[0];
+        Ok(vec![Some(x.f32_like(g.values::<f32>()?)?)])
     }
 }
 
