@@ -189,7 +189,9 @@ pub(crate) use sealed::Token;
 
 /// The element store of a [`CpuCarrier`]: a [`Heap`] buffer or an [`Inline`] array. Sealed: its
 /// elements are reached only through the carrier, under the carrier's lock.
-pub trait Store: sealed::Sealed + Send + Sync + 'static {
+pub trait Store:
+    sealed::Sealed + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe + 'static
+{
     /// The number of elements; `small` is the carrier lock's payload (an inline length).
     #[doc(hidden)]
     fn len(&self, small: u32) -> usize;
@@ -258,11 +260,13 @@ impl<const N: usize> std::panic::RefUnwindSafe for Inline<N> {}
 
 const _: () = {
     const fn assert_auto_traits<
-        T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
+        T: ?Sized + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
     >() {
     }
     assert_auto_traits::<CpuCarrier>();
     assert_auto_traits::<CpuCarrier<Inline<1>>>();
+    // what kernels and `as_cpu` callers hold
+    assert_auto_traits::<CpuCarrier<dyn Store>>();
 };
 
 impl<const N: usize> sealed::Sealed for Inline<N> {}
@@ -335,7 +339,12 @@ pub(crate) fn inline_f32<K: InlineSink>(values: &[f32], sink: K) -> Result<K::Ou
     fn make<const N: usize, K: InlineSink>(values: &[f32], sink: K) -> K::Out {
         let mut data = [0.0f32; N];
         data[..values.len()].copy_from_slice(values);
-        // at most SMALL_F32 (16) elements: the length fits the lock's payload
+        const {
+            assert!(
+                N <= ElementLock::MAX_PAYLOAD as usize,
+                "the lock word holds the length"
+            );
+        };
         let len = u32::try_from(values.len()).unwrap_or(u32::MAX);
         sink.take(CpuCarrier {
             id: CarrierId::fresh(),

@@ -133,8 +133,10 @@ impl Step {
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
 /// them in which every consumer comes before its producers.
 ///
-/// A plan keeps about 28 bytes per node for a chain of unary ops (W3 holds a million): its
-/// step, and nothing in the producer table or the order.
+/// A plan keeps about 25 bytes per node for a chain of unary ops (W3 holds a million): its
+/// step and its claim flag, and nothing in the producer table or the order. The order of
+/// independent branches is unspecified: a tree runs them in discovery order, a graph with
+/// shared nodes in the order Kahn's algorithm finds.
 ///
 /// A plan whose claim finished releases the claimed nodes when it is dropped, each right
 /// before its step's reference to the node goes, so every node is touched once more, not twice.
