@@ -42,27 +42,11 @@ impl ElementLock {
     /// Takes a shared hold, waiting while a writer holds the lock or waits for it. Pair with
     /// [`ElementLock::unlock_shared`].
     pub(crate) fn lock_shared(&self) {
-        let mut state = self.0.load(Ordering::Relaxed);
-        let mut spins = 0u32;
-        loop {
-            // a full reader count waits for a reader to leave rather than overflowing
-            if state & (WRITER | WAITING) == 0 && state & READERS != READERS {
-                match self.0.compare_exchange_weak(
-                    state,
-                    state + READER,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return,
-                    Err(now) => {
-                        state = now;
-                        continue;
-                    }
-                }
-            }
-            backoff(&mut spins);
-            state = self.0.load(Ordering::Relaxed);
-        }
+        // a full reader count waits for a reader to leave rather than overflowing
+        self.acquire(
+            |s| (s & (WRITER | WAITING) == 0 && s & READERS != READERS).then_some(s + READER),
+            |_| {},
+        );
     }
 
     /// Ends a shared hold taken by [`ElementLock::lock_shared`].
@@ -73,16 +57,33 @@ impl ElementLock {
     /// Takes the exclusive hold, waiting for readers and writers to leave and keeping new
     /// readers out meanwhile. Pair with [`ElementLock::unlock_exclusive`].
     pub(crate) fn lock_exclusive(&self) {
+        self.acquire(
+            |s| (s & (WRITER | READERS) == 0).then_some((s | WRITER) & !WAITING),
+            |s| {
+                if s & WAITING == 0 {
+                    // announce the wait; a failed attempt just tries again
+                    let _ = self.0.compare_exchange_weak(
+                        s,
+                        s | WAITING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+            },
+        );
+    }
+
+    /// Moves the state to `next(state)` once `next` admits it, running `waiting(state)`
+    /// before each wait.
+    fn acquire(&self, next: impl Fn(u32) -> Option<u32>, waiting: impl Fn(u32)) {
         let mut state = self.0.load(Ordering::Relaxed);
         let mut spins = 0u32;
         loop {
-            if state & (WRITER | READERS) == 0 {
-                match self.0.compare_exchange_weak(
-                    state,
-                    (state | WRITER) & !WAITING,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
+            if let Some(new) = next(state) {
+                match self
+                    .0
+                    .compare_exchange_weak(state, new, Ordering::Acquire, Ordering::Relaxed)
+                {
                     Ok(_) => return,
                     Err(now) => {
                         state = now;
@@ -90,15 +91,7 @@ impl ElementLock {
                     }
                 }
             }
-            if state & WAITING == 0 {
-                // announce the wait; a failed attempt just tries again
-                let _ = self.0.compare_exchange_weak(
-                    state,
-                    state | WAITING,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-            }
+            waiting(state);
             backoff(&mut spins);
             state = self.0.load(Ordering::Relaxed);
         }
