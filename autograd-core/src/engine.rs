@@ -2,7 +2,6 @@
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
 use std::cell::Cell;
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -159,11 +158,49 @@ pub(crate) struct Plan {
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        let Some(me) = self.release.get() else {
-            return;
-        };
-        for step in std::mem::take(&mut self.steps) {
-            drop(step.node.saved().release_claimed(me));
+        let mut steps = std::mem::take(&mut self.steps);
+        if let Some(me) = self.release.get() {
+            for step in steps.drain(..) {
+                drop(step.node.saved().release_claimed(me));
+            }
+        }
+        steps.clear();
+        spare_steps::keep(steps);
+    }
+}
+
+/// The emptied step buffer of the thread's last plan, up to [`spare_steps::CAPACITY`] steps,
+/// for its next plan: a training loop's traversals then neither regrow the buffer nor free
+/// it, and freeing a buffer of 64 KiB or more makes glibc consolidate every small chunk freed
+/// since (a released graph's nodes and results), which the next forward pass must split again.
+mod spare_steps {
+    use super::Step;
+    use std::cell::Cell;
+
+    pub(super) const CAPACITY: usize = 1 << 16;
+
+    thread_local! {
+        static SPARE: Cell<Vec<Step>> = const { Cell::new(Vec::new()) };
+    }
+
+    /// An empty buffer, with the spare's capacity when there is one.
+    pub(super) fn take() -> Vec<Step> {
+        SPARE.try_with(Cell::take).unwrap_or_default()
+    }
+
+    /// Keeps the empty `steps` for the thread's next plan, unless it is too large or the
+    /// thread is exiting.
+    pub(super) fn keep(steps: Vec<Step>) {
+        debug_assert!(steps.is_empty());
+        if steps.capacity() <= CAPACITY {
+            let _ = SPARE.try_with(|spare| {
+                let kept = spare.take();
+                spare.set(if kept.capacity() > steps.capacity() {
+                    kept
+                } else {
+                    steps
+                });
+            });
         }
     }
 }
@@ -215,7 +252,7 @@ impl Plan {
     /// topologically with explicit stacks.
     pub(crate) fn discover(root: &Node, root_output: usize) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
-        let mut steps: Vec<Step> = Vec::new();
+        let mut steps = spare_steps::take();
         let mut producers: Vec<u32> = Vec::new();
         // whether an edge reached a step already discovered (or the root)
         let mut revisited = false;
@@ -717,28 +754,44 @@ pub(crate) enum Cotangent<'a> {
 
 /// The cotangents a traversal has yet to hand to their nodes: only the slots that received
 /// one and whose node has not run yet, so that a million-node chain keeps one at a time, not a
-/// table of a million. A slot that receives several keeps their running sum.
+/// table of a million. A slot that receives several keeps their running sum. The slot filled
+/// last stays out of the map: along a chain, each cotangent is taken by the very next node.
 #[derive(Default)]
-struct Pending(IdMap<Sum>);
+struct Pending {
+    last: Option<(usize, Sum)>,
+    rest: IdMap<Sum>,
+}
 
 impl Pending {
     /// Adds `g` to slot `slot`'s cotangent; a refused contribution leaves the slot as it was.
     fn add(&mut self, slot: usize, g: Tensor) -> Result<()> {
-        match self.0.entry(slot as u64) {
-            Entry::Occupied(mut sum) => sum.get_mut().add(&g),
-            Entry::Vacant(empty) => {
-                empty.insert(Sum::Shared(g));
-                Ok(())
-            }
+        match &mut self.last {
+            Some((s, sum)) if *s == slot => return sum.add(&g),
+            _ => {}
         }
+        if let Some(sum) = self.rest.get_mut(&(slot as u64)) {
+            return sum.add(&g);
+        }
+        if let Some((s, sum)) = self.last.replace((slot, Sum::Shared(g))) {
+            self.rest.insert(s as u64, sum);
+        }
+        Ok(())
     }
 
     /// Slot `slot`'s cotangent, taken out; `None` when it received none.
     fn take(&mut self, slot: usize) -> Result<Option<Tensor>> {
-        self.0
-            .remove(&(slot as u64))
-            .map(Sum::into_tensor)
-            .transpose()
+        let sum = match self.last.take() {
+            Some((s, sum)) if s == slot => Some(sum),
+            last => {
+                self.last = last;
+                if self.rest.is_empty() {
+                    None
+                } else {
+                    self.rest.remove(&(slot as u64))
+                }
+            }
+        };
+        sum.map(Sum::into_tensor).transpose()
     }
 }
 
@@ -1002,6 +1055,29 @@ mod tests {
         s.set_inputs(1, 2).unwrap();
         assert!(!s.inline());
         assert_eq!(s.producers(&[9, 8, 7]), [8, 7]);
+    }
+
+    /// The slot filled last waits outside the map; every slot keeps its own running sum,
+    /// and a refused contribution changes nothing.
+    #[test]
+    fn pending_cotangents_sum_per_slot() {
+        let t = |v: Vec<f32>| {
+            let n = v.len();
+            Tensor::from_vec(v, shape![n]).unwrap()
+        };
+        let mut p = super::Pending::default();
+        p.add(3, t(vec![1.0, 2.0])).unwrap();
+        p.add(5, t(vec![10.0])).unwrap();
+        p.add(3, t(vec![0.5, 0.5])).unwrap();
+        assert!(p.add(5, t(vec![1.0, 1.0])).is_err(), "another shape");
+        p.add(9, t(vec![7.0])).unwrap();
+        let values = |g: Option<Tensor>| g.unwrap().values::<f32>().unwrap();
+        assert_eq!(values(p.take(5).unwrap()), [10.0]);
+        assert_eq!(values(p.take(3).unwrap()), [1.5, 2.5]);
+        assert!(p.take(3).unwrap().is_none(), "taken once");
+        assert!(p.take(7).unwrap().is_none());
+        assert_eq!(values(p.take(9).unwrap()), [7.0]);
+        assert!(p.last.is_none() && p.rest.is_empty());
     }
 
     /// A chain of unary ops keeps no producer table and no order (discovery order is
