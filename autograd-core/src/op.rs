@@ -85,12 +85,12 @@ fn carrier_versions(t: &Tensor) -> (u64, Box<[u64]>) {
 
 /// A node's saved inputs in argument order. One- and two-input ops (nearly all) keep them
 /// inline in the node, which saves an allocation and a pointer hop per node in every pass.
-/// Two variants, so that the enum needs no tag word: `Many` lives in the null niche of the
-/// first input's handle, and a one-input node's node fits the next smaller allocation class.
 #[derive(Debug)]
 pub(crate) enum SavedInputs {
-    /// One input, or two.
-    Few(SavedInput, Option<SavedInput>),
+    /// Exactly one input.
+    One([SavedInput; 1]),
+    /// Exactly two inputs.
+    Two([SavedInput; 2]),
     /// Any other number.
     Many(Box<[SavedInput]>),
 }
@@ -108,8 +108,8 @@ impl SavedInputs {
             (t.clone(), first)
         };
         match inputs {
-            [a] => SavedInputs::Few(entry(0, a), None),
-            [a, b] => SavedInputs::Few(entry(0, a), Some(entry(1, b))),
+            [a] => SavedInputs::One([entry(0, a)]),
+            [a, b] => SavedInputs::Two([entry(0, a), entry(1, b)]),
             _ => SavedInputs::Many(
                 inputs
                     .iter()
@@ -119,43 +119,15 @@ impl SavedInputs {
             ),
         }
     }
-
-    /// The number of saved inputs.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            SavedInputs::Few(_, None) => 1,
-            SavedInputs::Few(_, Some(_)) => 2,
-            SavedInputs::Many(all) => all.len(),
-        }
-    }
-
-    /// Saved input `index`, if there is one.
-    pub(crate) fn get(&self, index: usize) -> Option<&SavedInput> {
-        match (self, index) {
-            (SavedInputs::Few(a, _), 0) => Some(a),
-            (SavedInputs::Few(_, b), 1) => b.as_ref(),
-            (SavedInputs::Few(..), _) => None,
-            (SavedInputs::Many(all), i) => all.get(i),
-        }
-    }
-
-    /// The saved inputs in argument order.
-    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &SavedInput> + '_ {
-        (0..self.len()).map(|i| &self[i])
-    }
 }
 
-impl std::ops::Index<usize> for SavedInputs {
-    type Output = SavedInput;
-
-    /// Saved input `index`; panics past the last, as a slice does (the crate indexes only
-    /// inputs a node saved).
-    fn index(&self, index: usize) -> &SavedInput {
-        match (self, index) {
-            (SavedInputs::Few(a, _), 0) => a,
-            (SavedInputs::Few(_, Some(b)), 1) => b,
-            (SavedInputs::Many(all), i) => &all[i],
-            (SavedInputs::Few(..), i) => panic!("saved input {i} of {}", self.len()),
+impl std::ops::Deref for SavedInputs {
+    type Target = [SavedInput];
+    fn deref(&self) -> &[SavedInput] {
+        match self {
+            SavedInputs::One(a) => a,
+            SavedInputs::Two(a) => a,
+            SavedInputs::Many(a) => a,
         }
     }
 }
@@ -208,14 +180,6 @@ pub struct Saved {
 }
 
 impl Saved {
-    /// What released state is left holding: nothing (an empty box does not allocate).
-    fn empty() -> Saved {
-        Saved {
-            inputs: SavedInputs::Many(Box::new([])),
-            extra: SavedExtra(None),
-        }
-    }
-
     /// Saved input `index` (argument order).
     ///
     /// # Panics
@@ -244,13 +208,9 @@ impl Saved {
     /// time, so that `f` sees whether the handle it holds is the last one.
     pub(crate) fn drain(self, mut f: impl FnMut(Tensor)) {
         match self.inputs {
-            SavedInputs::Few((a, _), b) => {
-                f(a);
-                if let Some((b, _)) = b {
-                    f(b);
-                }
-            }
-            SavedInputs::Many(all) => all.into_vec().into_iter().for_each(|(t, _)| f(t)),
+            SavedInputs::One(a) => a.into_iter().for_each(|(t, _)| f(t)),
+            SavedInputs::Two(a) => a.into_iter().for_each(|(t, _)| f(t)),
+            SavedInputs::Many(a) => a.into_vec().into_iter().for_each(|(t, _)| f(t)),
         }
         if let Some(extra) = self.extra.0 {
             extra.context.into_vec().into_iter().for_each(f);
@@ -304,48 +264,38 @@ impl Saved {
 
 /// A node's saved state, locked: live, claimed by a traversal that will release it (still
 /// readable), or released. Claiming and releasing change the state in place; the saved
-/// tensors never move. The lock word's payload says which, so it costs no bytes: 0 for live,
-/// a claim token, or [`Slot::RELEASED`] (then the state is left empty).
-struct Slot<'a>(WordGuard<'a, Saved>);
+/// tensors never move. The claim token is the lock word's payload, so it costs no bytes.
+struct Slot<'a>(WordGuard<'a, Option<Saved>>);
 
 impl Slot<'_> {
-    /// The payload of released state: above every [`TraversalToken`].
-    const RELEASED: u64 = WordLock::<Saved>::MAX_PAYLOAD;
-
     fn saved(&self) -> Option<&Saved> {
-        (self.0.payload() != Slot::RELEASED).then_some(&*self.0)
+        self.0.as_ref()
     }
 
     /// The [`TraversalToken`] of the traversal holding the claim, 0 when unclaimed (always 0
     /// once released).
     fn claimed_by(&self) -> u64 {
-        match self.0.payload() {
-            Slot::RELEASED => 0,
-            token => token,
-        }
+        self.0.payload()
     }
 
     /// Claims live, unclaimed state for the traversal `me`; answers whether it did.
     fn claim_for(&mut self, me: TraversalToken) -> bool {
-        let free = self.0.payload() == 0;
+        let free = self.0.is_some() && self.claimed_by() == 0;
         if free {
             self.0.set_payload(me.0);
         }
         free
     }
 
-    /// Gives up any claim (released state stays released).
+    /// Gives up any claim.
     fn unclaim(&mut self) {
-        if self.0.payload() != Slot::RELEASED {
-            self.0.set_payload(0);
-        }
+        self.0.set_payload(0);
     }
 
     /// Discards the saved state.
     fn release(&mut self) -> Option<Saved> {
-        self.saved()?;
-        self.0.set_payload(Slot::RELEASED);
-        Some(std::mem::replace(&mut *self.0, Saved::empty()))
+        self.unclaim();
+        self.0.take()
     }
 }
 
@@ -353,20 +303,17 @@ impl Slot<'_> {
 /// (two live traversals share one only 2^39 traversals apart) and its thread's number in the
 /// 24 above (63 bits in all: the payload of a node's lock word), so that a claim held by an
 /// enclosing traversal of the same thread is told from one a traversal of another thread
-/// holds. Never 0, and below the payload that marks a released node.
+/// holds. Never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraversalToken(u64);
 
 impl TraversalToken {
     const SERIAL_BITS: u32 = 39;
-    /// The top thread number: one less than 24 bits hold, so that no token is a released
-    /// node's payload.
-    const MAX_THREAD: u64 = (1u64 << (63 - Self::SERIAL_BITS)) - 2;
 
     /// A token for a new traversal of the current thread.
     pub(crate) fn fresh() -> TraversalToken {
         static SERIAL: AtomicU64 = AtomicU64::new(1);
-        let max_thread = Self::MAX_THREAD;
+        let max_thread = (1u64 << (63 - Self::SERIAL_BITS)) - 1;
         // A thread that is exiting (token 0), or past 2^24 threads, takes the top number; its
         // claims then count as one thread's, which fails fast instead of waiting.
         let thread = match thread_token() {
@@ -433,7 +380,7 @@ impl fmt::Display for NodeId {
 
 /// The releasable state of a node plus where it was recorded.
 pub struct SavedState {
-    saved: WordLock<Saved>,
+    saved: WordLock<Option<Saved>>,
     id: NodeId,
     location: &'static Location<'static>,
 }
@@ -443,7 +390,7 @@ pub struct SavedState {
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     const fn assert_unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
-    assert_send_sync::<Saved>();
+    assert_send_sync::<Option<Saved>>();
     assert_send_sync::<SavedState>();
     assert_unwind_safe::<SavedState>();
 };
@@ -482,10 +429,10 @@ impl SavedState {
         SavedState {
             saved: WordLock::new(
                 0,
-                Saved {
+                Some(Saved {
                     inputs,
                     extra: SavedExtra::new(context, more_versions),
-                },
+                }),
             ),
             id: NodeId::fresh(),
             location,
@@ -970,45 +917,5 @@ pub fn record<O: Operation>(
     match Recording::begin(inputs) {
         Some(recording) => recording.finish(result, context, make),
         None => result,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{SavedState, Slot, TraversalToken};
-    use crate::{shape, Tensor};
-
-    /// Live, claimed and released state all live in the lock word's payload: a claim and its
-    /// release change nothing else, and released state refuses every claim for good.
-    #[test]
-    fn a_slot_moves_from_live_to_claimed_to_released() {
-        let x = Tensor::from_vec(vec![1.0f32, 2.0], shape![2]).unwrap();
-        let state = SavedState::new(&[&x, &x], Vec::new());
-        let (me, other) = (TraversalToken::fresh(), TraversalToken::fresh());
-        assert!(!state.is_released());
-        state.claim("op", me).unwrap();
-        assert!(state.claim("op", other).is_err(), "one claim at a time");
-        assert_eq!(state.lock().claimed_by(), me.0);
-        assert_eq!(state.with("op", super::Saved::input_count).unwrap(), 2);
-        state.unclaim(me);
-        state.claim("op", other).unwrap();
-        assert!(state.release_claimed(me).is_none(), "not me who claimed it");
-        let saved = state.release_claimed(other).unwrap();
-        assert_eq!(saved.input_count(), 2);
-        assert!(state.is_released() && state.take().is_none());
-        assert_eq!(state.lock().claimed_by(), 0);
-        state.unclaim(other);
-        assert!(state.is_released(), "unclaiming does not revive it");
-        assert!(state.claim("op", me).is_err());
-        assert!(state.with("op", |_| ()).is_err());
-    }
-
-    /// No traversal token, however high its thread number, reads as released state.
-    #[test]
-    fn tokens_stay_below_the_released_payload() {
-        let highest = (TraversalToken::MAX_THREAD << TraversalToken::SERIAL_BITS)
-            | ((1 << TraversalToken::SERIAL_BITS) - 1);
-        assert!(highest < Slot::RELEASED);
-        assert!(TraversalToken::fresh().0 < Slot::RELEASED);
     }
 }
