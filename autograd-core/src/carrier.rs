@@ -200,10 +200,6 @@ pub trait Store:
     /// The buffer, for a heap store.
     #[doc(hidden)]
     fn heap(&self) -> Option<*mut Buffer>;
-    /// The whole inline array (the carrier's length says how much of it is in use); empty for
-    /// a heap store.
-    #[doc(hidden)]
-    fn inline(&self) -> *mut [f32];
 }
 
 /// A CPU carrier's store of one [`Buffer`]: its length and dtype readable without the lock (a
@@ -235,13 +231,12 @@ impl Store for Heap {
     fn heap(&self) -> Option<*mut Buffer> {
         Some(self.buffer.get())
     }
-    fn inline(&self) -> *mut [f32] {
-        std::ptr::slice_from_raw_parts_mut(std::ptr::NonNull::<f32>::dangling().as_ptr(), 0)
-    }
 }
 
 /// A CPU carrier's store of up to `N` Float32 elements inside the carrier; the carrier's lock
-/// word holds how many are in use.
+/// word holds how many are in use. Transparent, so the carrier finds the elements without
+/// asking the store (kernels see `dyn Store`, and small tensors are where a call shows).
+#[repr(transparent)]
 pub struct Inline<const N: usize>(UnsafeCell<[f32; N]>);
 
 impl<const N: usize> fmt::Debug for Inline<N> {
@@ -281,9 +276,6 @@ impl<const N: usize> Store for Inline<N> {
     fn heap(&self) -> Option<*mut Buffer> {
         None
     }
-    fn inline(&self) -> *mut [f32] {
-        std::ptr::slice_from_raw_parts_mut(self.0.get().cast::<f32>(), N)
-    }
 }
 
 /// A shared hold on a CPU carrier's lock, lending its elements.
@@ -291,12 +283,38 @@ struct ReadHold<'a, S: ?Sized + Store>(&'a CpuCarrier<S>);
 
 impl<S: ?Sized + Store> ReadHold<'_, S> {
     fn buffer(&self) -> Option<&Buffer> {
+        if self.0.inline_len() != 0 {
+            return None;
+        }
         // SAFETY: the shared hold keeps writers out while the reference lives.
         self.0.store.heap().map(|b| unsafe { &*b })
     }
+    /// An inline store's elements in use; empty for a heap store.
     fn inline(&self) -> &[f32] {
-        // SAFETY: as above; the array lives in the carrier.
-        unsafe { &*self.0.store.inline() }
+        // SAFETY: as above; `inline_ptr` addresses `inline_len` elements of the array.
+        unsafe { std::slice::from_raw_parts(self.0.inline_ptr(), self.0.inline_len()) }
+    }
+
+    /// The elements as a typed slice; `None` unless `T` is their dtype.
+    fn slice<T: Element>(&self) -> Option<&[T]> {
+        match self.buffer() {
+            Some(b) => T::slice(b),
+            None => T::from_f32_slice(self.inline()),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Scalar> {
+        match self.buffer() {
+            Some(b) => b.get(i),
+            None => self.inline().get(i).map(|x| Scalar::F32(*x)),
+        }
+    }
+
+    fn to_buffer(&self) -> Buffer {
+        match self.buffer() {
+            Some(b) => b.clone(),
+            None => Buffer::F32(self.inline().to_vec()),
+        }
     }
 }
 
@@ -311,13 +329,25 @@ struct WriteHold<'a, S: ?Sized + Store>(&'a CpuCarrier<S>);
 
 impl<S: ?Sized + Store> WriteHold<'_, S> {
     fn buffer_mut(&mut self) -> Option<&mut Buffer> {
+        if self.0.inline_len() != 0 {
+            return None;
+        }
         // SAFETY: the exclusive hold keeps every other access out while the reference lives,
         // and `&mut self` lends one reference at a time.
         self.0.store.heap().map(|b| unsafe { &mut *b })
     }
+    /// An inline store's elements in use; empty for a heap store.
     fn inline_mut(&mut self) -> &mut [f32] {
-        // SAFETY: as above.
-        unsafe { &mut *self.0.store.inline() }
+        // SAFETY: as above; the elements lie inside the store's `UnsafeCell`.
+        unsafe { std::slice::from_raw_parts_mut(self.0.inline_ptr(), self.0.inline_len()) }
+    }
+
+    /// The elements as a mutable typed slice; `None` unless `T` is their dtype.
+    fn slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        if self.0.inline_len() == 0 {
+            return self.buffer_mut().and_then(T::slice_mut);
+        }
+        T::from_f32_slice_mut(self.inline_mut())
     }
 }
 
@@ -375,48 +405,34 @@ impl InlineSink for Shared {
 }
 
 impl<S: ?Sized + Store> CpuCarrier<S> {
+    /// An inline store's element count (the lock's payload; never 0), 0 for a heap store.
+    fn inline_len(&self) -> usize {
+        self.lock.payload() as usize
+    }
+
+    /// The first element of an inline store: `Inline` is a transparent array.
+    fn inline_ptr(&self) -> *mut f32 {
+        std::ptr::from_ref(&self.store).cast::<f32>().cast_mut()
+    }
+
     fn element_count(&self) -> usize {
-        self.store.len(self.lock.payload())
+        match self.inline_len() {
+            0 => self.store.len(0),
+            n => n,
+        }
     }
 
     fn element_dtype(&self) -> DType {
-        self.store.dtype()
+        if self.inline_len() == 0 {
+            self.store.dtype()
+        } else {
+            DType::Float32
+        }
     }
 
     /// This carrier's identity (as [`Carrier::id`], also for the `dyn Store` view).
     pub fn id(&self) -> CarrierId {
         self.id
-    }
-
-    fn slice_of<'a, T: Element>(&self, data: &'a ReadHold<'_, S>) -> Option<&'a [T]> {
-        match data.buffer() {
-            Some(b) => T::slice(b),
-            None => T::from_f32_slice(&data.inline()[..self.element_count()]),
-        }
-    }
-
-    fn slice_mut_of<'a, T: Element>(&self, data: &'a mut WriteHold<'_, S>) -> Option<&'a mut [T]> {
-        let len = self.element_count();
-        if self.store.heap().is_some() {
-            return data.buffer_mut().and_then(T::slice_mut);
-        }
-        T::from_f32_slice_mut(&mut data.inline_mut()[..len])
-    }
-
-    fn get_of(&self, data: &ReadHold<'_, S>, i: usize) -> Option<Scalar> {
-        match data.buffer() {
-            Some(b) => b.get(i),
-            None => data.inline()[..self.element_count()]
-                .get(i)
-                .map(|x| Scalar::F32(*x)),
-        }
-    }
-
-    fn buffer_of(&self, data: &ReadHold<'_, S>) -> Buffer {
-        match data.buffer() {
-            Some(b) => b.clone(),
-            None => Buffer::F32(data.inline()[..self.element_count()].to_vec()),
-        }
     }
 }
 
@@ -481,7 +497,7 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
     /// Runs `f` on the elements as a typed slice.
     pub fn with_slice<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
         let data = self.lock_read();
-        match self.slice_of::<T>(&data) {
+        match data.slice::<T>() {
             Some(s) => Ok(f(s)),
             None => Err(self.wrong_type(T::DTYPE)),
         }
@@ -516,7 +532,7 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         f: impl FnOnce(&[T], &[U]) -> R,
     ) -> Result<R> {
         let data = self.lock_read();
-        match (self.slice_of::<T>(&data), self.slice_of::<U>(&data)) {
+        match (data.slice::<T>(), data.slice::<U>()) {
             (Some(x), Some(y)) => Ok(f(x, y)),
             _ => Err(self.wrong_type(format_args!("{} and {}", T::DTYPE, U::DTYPE))),
         }
@@ -527,7 +543,7 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         let data = self.lock_read();
         match data.buffer() {
             Some(b) => f(b),
-            None => f(&self.buffer_of(&data)),
+            None => f(&data.to_buffer()),
         }
     }
 
@@ -540,7 +556,7 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         f: impl FnOnce(&mut [T]) -> Result<R>,
     ) -> Result<R> {
         let mut data = self.lock_write();
-        let Some(s) = self.slice_mut_of::<T>(&mut data) else {
+        let Some(s) = data.slice_mut::<T>() else {
             return Err(self.wrong_type(T::DTYPE));
         };
         // Bumped while the lock is held, before `f` can unwind, so no reader ever sees new
@@ -577,7 +593,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
         "CpuCarrier"
     }
     fn read(&self, offset: usize) -> Result<Scalar> {
-        match self.get_of(&self.lock_read(), offset) {
+        match self.lock_read().get(offset) {
             Some(v) => Ok(v),
             None => bail!(
                 Value,
@@ -588,7 +604,7 @@ impl<S: Store> Carrier for CpuCarrier<S> {
         }
     }
     fn to_buffer(&self) -> Buffer {
-        self.buffer_of(&self.lock_read())
+        self.lock_read().to_buffer()
     }
     fn write(&self, writes: &[(usize, Scalar)]) -> Result<()> {
         let mut data = self.lock_write();
