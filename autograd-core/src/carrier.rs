@@ -192,14 +192,10 @@ pub(crate) use sealed::Token;
 pub trait Store:
     sealed::Sealed + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe + 'static
 {
-    /// The number of elements; `small` is the carrier lock's payload (an inline length).
+    /// The store itself when it is a heap store; an inline store's length and dtype are the
+    /// carrier lock's payload and Float32.
     #[doc(hidden)]
-    fn len(&self, small: u32) -> usize;
-    #[doc(hidden)]
-    fn dtype(&self) -> DType;
-    /// The buffer, for a heap store.
-    #[doc(hidden)]
-    fn heap(&self) -> Option<*mut Buffer>;
+    fn heap(&self) -> Option<&Heap>;
 }
 
 /// A CPU carrier's store of one [`Buffer`]: its length and dtype readable without the lock (a
@@ -222,14 +218,8 @@ unsafe impl Sync for Heap {}
 impl sealed::Sealed for Heap {}
 
 impl Store for Heap {
-    fn len(&self, _: u32) -> usize {
-        self.extent.len()
-    }
-    fn dtype(&self) -> DType {
-        self.extent.dtype()
-    }
-    fn heap(&self) -> Option<*mut Buffer> {
-        Some(self.buffer.get())
+    fn heap(&self) -> Option<&Heap> {
+        Some(self)
     }
 }
 
@@ -267,13 +257,7 @@ const _: () = {
 impl<const N: usize> sealed::Sealed for Inline<N> {}
 
 impl<const N: usize> Store for Inline<N> {
-    fn len(&self, small: u32) -> usize {
-        small as usize
-    }
-    fn dtype(&self) -> DType {
-        DType::Float32
-    }
-    fn heap(&self) -> Option<*mut Buffer> {
+    fn heap(&self) -> Option<&Heap> {
         None
     }
 }
@@ -287,7 +271,7 @@ impl<S: ?Sized + Store> ReadHold<'_, S> {
             return None;
         }
         // SAFETY: the shared hold keeps writers out while the reference lives.
-        self.0.store.heap().map(|b| unsafe { &*b })
+        self.0.store.heap().map(|h| unsafe { &*h.buffer.get() })
     }
     /// An inline store's elements in use; empty for a heap store.
     fn inline(&self) -> &[f32] {
@@ -334,7 +318,7 @@ impl<S: ?Sized + Store> WriteHold<'_, S> {
         }
         // SAFETY: the exclusive hold keeps every other access out while the reference lives,
         // and `&mut self` lends one reference at a time.
-        self.0.store.heap().map(|b| unsafe { &mut *b })
+        self.0.store.heap().map(|h| unsafe { &mut *h.buffer.get() })
     }
     /// An inline store's elements in use; empty for a heap store.
     fn inline_mut(&mut self) -> &mut [f32] {
@@ -417,14 +401,16 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
 
     fn element_count(&self) -> usize {
         match self.inline_len() {
-            0 => self.store.len(0),
+            0 => self.store.heap().map_or(0, |h| h.extent.len()),
             n => n,
         }
     }
 
     fn element_dtype(&self) -> DType {
         if self.inline_len() == 0 {
-            self.store.dtype()
+            self.store
+                .heap()
+                .map_or(DType::Float32, |h| h.extent.dtype())
         } else {
             DType::Float32
         }
@@ -570,7 +556,7 @@ impl<S: ?Sized + Store> Drop for CpuCarrier<S> {
     /// A large Float32 buffer goes to the process-wide reuse pool instead of the allocator.
     fn drop(&mut self) {
         // SAFETY: `&mut self`: nothing else reaches the buffer.
-        if let Some(Buffer::F32(v)) = self.store.heap().map(|b| unsafe { &mut *b }) {
+        if let Some(Buffer::F32(v)) = self.store.heap().map(|h| unsafe { &mut *h.buffer.get() }) {
             crate::pool::recycle(std::mem::take(v));
         }
     }
