@@ -45,103 +45,125 @@ pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 const NO_PRODUCER: u32 = u32::MAX;
 
-/// One reached node, in discovery order. Indices are `u32` so that a plan for a million-node
-/// graph stays small (24 bytes a step); a graph of four billion nodes would not fit in memory
-/// anyway.
-struct Step {
-    node: Node,
-    /// Where this node's input producers start in `Plan::producers`; with [`Step::INLINE`],
-    /// its one producer itself.
-    first: u32,
-    /// The number of saved inputs, with [`Step::USEFUL`] and [`Step::SHARED`] in its top bits.
-    count_flags: u32,
-}
-
-impl Step {
+/// Per-step flags, one byte a step.
+mod flag {
     /// Propagating through this node can reach a requested tensor.
-    const USEFUL: u32 = 1 << 31;
+    pub(super) const USEFUL: u8 = 1;
     /// Another traversal may reach this node other than through this plan's own nodes: the
     /// root, and every node met through an edge that was not its sole way in.
-    const SHARED: u32 = 1 << 30;
+    pub(super) const SHARED: u8 = 1 << 1;
+    /// The node has one saved input, produced by the next step: what discovery finds along a
+    /// chain of unary ops, which then needs no [`super::Span`].
+    pub(super) const NEXT: u8 = 1 << 2;
+    /// The node has one saved input, without a producer (a leaf, or a tensor outside the
+    /// graph).
+    pub(super) const LEAF: u8 = 1 << 3;
+    /// The plan's [`super::Claim`] holds the node.
+    pub(super) const CLAIMED: u8 = 1 << 4;
+}
+
+/// Where a step's input producers are, for plans in which some step's are not given by its
+/// flags ([`flag::NEXT`], [`flag::LEAF`], or no inputs). Indices are `u32` so that a plan for
+/// a million-node graph stays small; a graph of four billion nodes would not fit in memory
+/// anyway.
+#[derive(Clone, Copy, Default)]
+struct Span {
+    /// Where this node's input producers start in `Plan::producers`; with [`Span::INLINE`],
+    /// its one producer itself.
+    first: u32,
+    /// The number of saved inputs, with [`Span::INLINE`] in its top bit.
+    count: u32,
+}
+
+impl Span {
     /// The node's one saved input's producer is `first` itself, not kept in
     /// `Plan::producers` (a unary node met before any node of several results, so its edge
-    /// reads result 0): a chain of unary ops needs no producer table.
-    const INLINE: u32 = 1 << 29;
-    const COUNT: u32 = Step::INLINE - 1;
+    /// reads result 0).
+    const INLINE: u32 = 1 << 31;
+    const COUNT: u32 = Span::INLINE - 1;
 
-    fn new(node: Node, shared: bool) -> Step {
-        let shared = if shared { Step::SHARED } else { 0 };
-        Step {
-            node,
-            first: 0,
-            count_flags: Step::USEFUL | shared,
-        }
-    }
-
-    fn count(&self) -> u32 {
-        self.count_flags & Step::COUNT
-    }
-
-    fn set_inputs(&mut self, first: usize, count: usize) -> Result<()> {
+    fn table(first: usize, count: usize) -> Result<Span> {
         let count = u32::try_from(count)
             .ok()
-            .filter(|&c| c <= Step::COUNT)
+            .filter(|&c| c <= Span::COUNT)
             .ok_or_else(|| {
                 crate::Error::NotImplemented(format!(
                     "a node of more than {} saved inputs",
-                    Step::COUNT
+                    Span::COUNT
                 ))
             })?;
-        self.first = index_u32(first)?;
-        self.count_flags = (self.count_flags & !(Step::COUNT | Step::INLINE)) | count;
-        Ok(())
+        Ok(Span {
+            first: index_u32(first)?,
+            count,
+        })
     }
 
-    /// Records `producer` as the node's one input's producer, in the step itself.
-    fn set_inline_producer(&mut self, producer: u32) {
-        self.first = producer;
-        self.count_flags = (self.count_flags & !Step::COUNT) | Step::INLINE | 1;
+    fn inline_producer(producer: u32) -> Span {
+        Span {
+            first: producer,
+            count: Span::INLINE | 1,
+        }
     }
 
-    fn inline(&self) -> bool {
-        self.count_flags & Step::INLINE != 0
+    /// The span a step's flags stand for (its producers are not in the table).
+    fn of_flags(i: usize, flags: u8) -> Span {
+        if flags & flag::NEXT != 0 {
+            Span::inline_producer(i as u32 + 1)
+        } else if flags & flag::LEAF != 0 {
+            Span::inline_producer(NO_PRODUCER)
+        } else {
+            Span::default()
+        }
     }
 
-    fn useful(&self) -> bool {
-        self.count_flags & Step::USEFUL != 0
+    fn inline(self) -> bool {
+        self.count & Span::INLINE != 0
     }
 
-    fn set_useful(&mut self, useful: bool) {
-        self.count_flags =
-            (self.count_flags & !Step::USEFUL) | if useful { Step::USEFUL } else { 0 };
-    }
-
-    fn shared(&self) -> bool {
-        self.count_flags & Step::SHARED != 0
-    }
-
-    fn producers<'a>(&'a self, all: &'a [u32]) -> &'a [u32] {
+    fn producers(self, all: &[u32]) -> Producers<'_> {
         if self.inline() {
-            return std::slice::from_ref(&self.first);
+            return Producers::One(self.first);
         }
         let first = self.first as usize;
-        &all[first..first + self.count() as usize]
+        Producers::Table(&all[first..first + (self.count & Span::COUNT) as usize])
+    }
+}
+
+/// A step's input producers (`NO_PRODUCER` for an input without one), in input order.
+#[derive(Clone, Copy)]
+enum Producers<'a> {
+    One(u32),
+    Table(&'a [u32]),
+}
+
+impl Producers<'_> {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Producers::One(p) => std::slice::from_ref(p),
+            Producers::Table(t) => t,
+        }
     }
 }
 
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
 /// them in which every consumer comes before its producers.
 ///
-/// A plan keeps about 25 bytes per node for a chain of unary ops (W3 holds a million): its
-/// step and its claim flag, and nothing in the producer table or the order. The order of
+/// A plan keeps 17 bytes per node for a chain of unary ops (W3 holds a million): the node and
+/// its flags, and nothing in the spans, the producer table or the order. The order of
 /// independent branches is unspecified: a tree runs them in discovery order, a graph with
 /// shared nodes in the order Kahn's algorithm finds.
 ///
 /// A plan whose claim finished releases the claimed nodes when it is dropped, each right
-/// before its step's reference to the node goes, so every node is touched once more, not twice.
+/// before the plan's reference to the node goes, so every node is touched once more, not twice.
 pub(crate) struct Plan {
-    steps: Vec<Step>,
-    /// For every saved input of every step, the step of its producing node, or `NO_PRODUCER`.
+    /// The reached nodes, in discovery order.
+    nodes: Vec<Node>,
+    /// Each step's [`flag`]s.
+    flags: Vec<Cell<u8>>,
+    /// Each step's span, or empty while every step's producers follow from its flags.
+    spans: Vec<Span>,
+    /// For every saved input of a step with a table span, the step of its producing node, or
+    /// `NO_PRODUCER`.
     producers: Vec<u32>,
     /// Where the plan has nodes with several results: cotangent slots per result.
     outputs: Option<Box<Outputs>>,
@@ -158,47 +180,45 @@ pub(crate) struct Plan {
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        let mut steps = std::mem::take(&mut self.steps);
+        let mut nodes = std::mem::take(&mut self.nodes);
         if let Some(me) = self.release.get() {
-            for step in steps.drain(..) {
-                drop(step.node.saved().release_claimed(me));
+            for node in nodes.drain(..) {
+                drop(node.saved().release_claimed(me));
             }
         }
-        steps.clear();
-        spare_steps::keep(steps);
+        nodes.clear();
+        spare_nodes::keep(nodes);
     }
 }
 
-/// The emptied step buffer of the thread's last plan, up to [`spare_steps::CAPACITY`] steps,
-/// for its next plan: a training loop's traversals then neither regrow the buffer nor free
-/// it, and freeing a buffer of 64 KiB or more makes glibc consolidate every small chunk freed
-/// since (a released graph's nodes and results), which the next forward pass must split again.
-mod spare_steps {
-    use super::Step;
+/// The emptied node buffer of the thread's last plan, up to [`spare_nodes::CAPACITY`] nodes,
+/// for its next plan: a training loop's traversals then neither regrow the buffer nor free it.
+mod spare_nodes {
+    use crate::op::Node;
     use std::cell::Cell;
 
     pub(super) const CAPACITY: usize = 1 << 16;
 
     thread_local! {
-        static SPARE: Cell<Vec<Step>> = const { Cell::new(Vec::new()) };
+        static SPARE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
     }
 
     /// An empty buffer, with the spare's capacity when there is one.
-    pub(super) fn take() -> Vec<Step> {
+    pub(super) fn take() -> Vec<Node> {
         SPARE.try_with(Cell::take).unwrap_or_default()
     }
 
-    /// Keeps the empty `steps` for the thread's next plan, unless it is too large or the
+    /// Keeps the empty `nodes` for the thread's next plan, unless it is too large or the
     /// thread is exiting.
-    pub(super) fn keep(steps: Vec<Step>) {
-        debug_assert!(steps.is_empty());
-        if steps.capacity() <= CAPACITY {
+    pub(super) fn keep(nodes: Vec<Node>) {
+        debug_assert!(nodes.is_empty());
+        if nodes.capacity() <= CAPACITY {
             let _ = SPARE.try_with(|spare| {
                 let kept = spare.take();
-                spare.set(if kept.capacity() > steps.capacity() {
+                spare.set(if kept.capacity() > nodes.capacity() {
                     kept
                 } else {
-                    steps
+                    nodes
                 });
             });
         }
@@ -252,7 +272,9 @@ impl Plan {
     /// topologically with explicit stacks.
     pub(crate) fn discover(root: &Node, root_output: usize) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
-        let mut steps = spare_steps::take();
+        let mut nodes = spare_nodes::take();
+        let mut flags: Vec<Cell<u8>> = Vec::new();
+        let mut spans: Vec<Span> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();
         // whether an edge reached a step already discovered (or the root)
         let mut revisited = false;
@@ -271,12 +293,13 @@ impl Plan {
             outputs = Some(Box::new(o));
         }
         index.insert(node_key(root), 0);
-        steps.push(Step::new(root.clone(), true));
+        nodes.push(root.clone());
+        flags.push(Cell::new(flag::USEFUL | flag::SHARED));
         while let Some(i) = stack.pop() {
             let i = i as usize;
-            let node: *const dyn Operation = Arc::as_ptr(&steps[i].node);
-            // SAFETY: step `i` owns the node until the plan drops, steps are only pushed during
-            // discovery, and an `Arc`'s contents never move when the vector of steps grows. A
+            let node: *const dyn Operation = Arc::as_ptr(&nodes[i]);
+            // SAFETY: the plan owns the node until it drops, nodes are only pushed during
+            // discovery, and an `Arc`'s contents never move when the vector of nodes grows. A
             // reference instead of a clone saves two atomic operations per node.
             let node = unsafe { &*node };
             let first = producers.len();
@@ -296,18 +319,20 @@ impl Plan {
                     let j = if let Some(j) = known {
                         j
                     } else {
-                        let j = index_u32(steps.len())?;
+                        let j = index_u32(nodes.len())?;
                         if !sole {
                             index.insert(key, j);
                         }
                         let results = child.outputs();
                         if results != 1 && outputs.is_none() {
-                            outputs = Some(Box::new(Outputs::new(steps.len(), producers.len())?));
+                            outputs = Some(Box::new(Outputs::new(nodes.len(), producers.len())?));
                         }
                         if let Some(o) = &mut outputs {
                             o.push_step(results)?;
                         }
-                        steps.push(Step::new(child, !sole));
+                        nodes.push(child);
+                        let shared = if sole { 0 } else { flag::SHARED };
+                        flags.push(Cell::new(flag::USEFUL | shared));
                         stack.push(j);
                         j
                     };
@@ -319,10 +344,10 @@ impl Plan {
                         k < results,
                         Runtime,
                         "a tensor claims result {k} of {}, which has {results}",
-                        describe_node(&*steps[j as usize].node)
+                        describe_node(&*nodes[j as usize])
                     );
                     if k != 0 && outputs.is_none() {
-                        outputs = Some(Box::new(Outputs::new(steps.len(), producers.len())?));
+                        outputs = Some(Box::new(Outputs::new(nodes.len(), producers.len())?));
                     }
                     if let Some(o) = &mut outputs {
                         o.edge.push(index_u32(k)?);
@@ -331,38 +356,72 @@ impl Plan {
                 }
                 Ok(())
             })??;
-            if producers.len() - first == 1 && outputs.is_none() {
+            let count = producers.len() - first;
+            let span = if count == 1 && outputs.is_none() {
                 let only = producers.pop().unwrap_or(NO_PRODUCER);
-                steps[i].set_inline_producer(only);
+                let by_flags = if only as usize == i + 1 {
+                    flag::NEXT
+                } else if only == NO_PRODUCER {
+                    flag::LEAF
+                } else {
+                    0
+                };
+                if by_flags != 0 && spans.is_empty() {
+                    flags[i].set(flags[i].get() | by_flags);
+                    continue;
+                }
+                Span::inline_producer(only)
+            } else if count == 0 && spans.is_empty() {
+                continue;
             } else {
-                steps[i].set_inputs(first, producers.len() - first)?;
+                Span::table(first, count)?
+            };
+            // The first step whose producers its flags cannot give: spell out every step's.
+            if spans.is_empty() {
+                spans.extend(
+                    flags
+                        .iter()
+                        .enumerate()
+                        .map(|(k, f)| Span::of_flags(k, f.get())),
+                );
             }
+            spans.resize(nodes.len(), Span::default());
+            spans[i] = span;
         }
         drop(index);
-        // Every step but the root reached through one edge, and the root through none: each
-        // step's one consumer is its discoverer, which comes before it.
         let root_slot = outputs.as_ref().map_or(0, |_| root_output);
-        if !revisited {
-            return Ok(Plan {
-                steps,
-                producers,
-                outputs,
-                root_slot,
-                order: None,
-                release: Cell::new(None),
-            });
+        let mut plan = Plan {
+            nodes,
+            flags,
+            spans,
+            producers,
+            outputs,
+            root_slot,
+            order: None,
+            release: Cell::new(None),
+        };
+        // Unless an edge reached a known step, every step but the root was reached through one
+        // edge and the root through none: each step's one consumer is its discoverer, which
+        // comes before it, so discovery order is topological.
+        if revisited {
+            plan.order = Some(plan.kahn()?);
         }
-        // Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
-        // root that is itself consumed inside the graph lies on a cycle and is never ready.
-        let mut pending = vec![0u32; steps.len()];
-        for s in &steps {
-            for &p in s.producers(&producers) {
+        Ok(plan)
+    }
+
+    /// Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
+    /// root that is itself consumed inside the graph lies on a cycle and is never ready.
+    fn kahn(&self) -> Result<Vec<u32>> {
+        let n = self.nodes.len();
+        let mut pending = vec![0u32; n];
+        for i in 0..n {
+            for &p in self.producers_of(i).as_slice() {
                 if p != NO_PRODUCER {
                     pending[p as usize] += 1;
                 }
             }
         }
-        let mut order = Vec::with_capacity(steps.len());
+        let mut order = Vec::with_capacity(n);
         let mut ready = if pending[0] == 0 {
             vec![0u32]
         } else {
@@ -370,8 +429,7 @@ impl Plan {
         };
         while let Some(i) = ready.pop() {
             order.push(i);
-            let s = &steps[i as usize];
-            for &p in s.producers(&producers) {
+            for &p in self.producers_of(i as usize).as_slice() {
                 if p != NO_PRODUCER {
                     pending[p as usize] -= 1;
                     if pending[p as usize] == 0 {
@@ -380,28 +438,52 @@ impl Plan {
                 }
             }
         }
-        if order.len() != steps.len() {
-            bail!(
-                Runtime,
-                "the autograd graph of {} has a cycle (a node was assigned as the autograd_ctx of a tensor it depends on)",
-                describe_node(&*steps[0].node)
-            );
-        }
-        Ok(Plan {
-            steps,
-            producers,
-            outputs,
-            root_slot,
-            order: Some(order),
-            release: Cell::new(None),
-        })
+        ensure!(
+            order.len() == n,
+            Runtime,
+            "the autograd graph of {} has a cycle (a node was assigned as the autograd_ctx of a tensor it depends on)",
+            describe_node(&*self.nodes[0])
+        );
+        Ok(order)
+    }
+
+    /// The number of steps (reached nodes).
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Step `i`'s flags.
+    fn flags(&self, i: usize) -> u8 {
+        self.flags[i].get()
+    }
+
+    fn useful(&self, i: usize) -> bool {
+        self.flags(i) & flag::USEFUL != 0
+    }
+
+    fn set_flag(&self, i: usize, f: u8, on: bool) {
+        let old = self.flags(i);
+        self.flags[i].set(if on { old | f } else { old & !f });
+    }
+
+    /// Step `i`'s span: its own, or the one its flags stand for.
+    fn span(&self, i: usize) -> Span {
+        self.spans
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| Span::of_flags(i, self.flags(i)))
+    }
+
+    /// The producing steps of step `i`'s inputs.
+    fn producers_of(&self, i: usize) -> Producers<'_> {
+        self.span(i).producers(&self.producers)
     }
 
     /// The number of cotangent slots (one per result of every step).
     fn slot_count(&self) -> usize {
         self.outputs
             .as_ref()
-            .map_or(self.steps.len(), |o| o.total as usize)
+            .map_or(self.len(), |o| o.total as usize)
     }
 
     /// The slots of step `i`'s results.
@@ -415,19 +497,19 @@ impl Plan {
         }
     }
 
-    /// The slot that `step`'s input `j`, produced by step `producer`, delivers its cotangent
-    /// to.
-    fn edge_slot(&self, step: &Step, j: usize, producer: usize) -> usize {
+    /// The slot that input `j` of a step of span `span`, produced by step `producer`,
+    /// delivers its cotangent to.
+    fn edge_slot(&self, span: Span, j: usize, producer: usize) -> usize {
         match &self.outputs {
             None => producer,
-            Some(o) if step.inline() => o.base[producer] as usize,
-            Some(o) => o.base[producer] as usize + o.edge[step.first as usize + j] as usize,
+            Some(o) if span.inline() => o.base[producer] as usize,
+            Some(o) => o.base[producer] as usize + o.edge[span.first as usize + j] as usize,
         }
     }
 
     /// The steps in topological order, consumers first.
     fn order(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.steps.len()).map(|k| self.in_order(k))
+        (0..self.len()).map(|k| self.in_order(k))
     }
 
     /// The step `k`-th in topological order.
@@ -435,24 +517,21 @@ impl Plan {
         self.order.as_ref().map_or(k, |o| o[k] as usize)
     }
 
-    fn producers_of<'a>(&'a self, step: &'a Step) -> &'a [u32] {
-        step.producers(&self.producers)
-    }
-
     /// Marks the steps through which a tensor accepted by `wanted` can be reached.
     pub(crate) fn prune(&mut self, wanted: &dyn Fn(&Tensor) -> bool) -> Result<()> {
-        for k in (0..self.steps.len()).rev() {
+        for k in (0..self.len()).rev() {
             let i = self.in_order(k);
-            let step = &self.steps[i];
-            let direct = step.node.saved().with(step.node.name(), |s| {
-                s.inputs.iter().any(|(t, _)| wanted(t))
-            })?;
+            let node = &self.nodes[i];
+            let direct = node
+                .saved()
+                .with(node.name(), |s| s.inputs.iter().any(|(t, _)| wanted(t)))?;
             let useful = direct
                 || self
-                    .producers_of(step)
+                    .producers_of(i)
+                    .as_slice()
                     .iter()
-                    .any(|&p| p != NO_PRODUCER && self.steps[p as usize].useful());
-            self.steps[i].set_useful(useful);
+                    .any(|&p| p != NO_PRODUCER && self.useful(p as usize));
+            self.set_flag(i, flag::USEFUL, useful);
         }
         Ok(())
     }
@@ -466,53 +545,60 @@ impl Plan {
 /// before the commit. Finishing hands the release to the plan's drop; dropping an unfinished
 /// claim makes every claimed node live again, so a failed traversal releases nothing.
 pub(crate) struct Claim<'p> {
+    /// The plan, whose [`flag::CLAIMED`] bits say which of its nodes this claim holds (a plan
+    /// has at most one claim).
     plan: &'p Plan,
     /// Whose claims these are.
     token: TraversalToken,
-    claimed: Vec<bool>,
     finished: bool,
 }
 
 impl<'p> Claim<'p> {
     /// Claims the plan's shared nodes; fails (claiming nothing) once one was released.
     pub(crate) fn begin(plan: &'p Plan) -> Result<Claim<'p>> {
-        let mut claim = Claim {
+        debug_assert!(plan.flags.iter().all(|f| f.get() & flag::CLAIMED == 0));
+        let claim = Claim {
             plan,
             token: TraversalToken::fresh(),
-            claimed: vec![false; plan.steps.len()],
             finished: false,
         };
-        let mut shared: Vec<(NodeId, usize)> = plan
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.shared())
-            .map(|(i, s)| (s.node.id(), i))
+        let mut shared: Vec<(NodeId, usize)> = (0..plan.len())
+            .filter(|&i| plan.flags(i) & flag::SHARED != 0)
+            .map(|i| (plan.nodes[i].id(), i))
             .collect();
         shared.sort_unstable();
         for (_, i) in shared {
-            let node = &plan.steps[i].node;
+            let node = &plan.nodes[i];
             node.saved().claim_waiting(node.name(), claim.token)?;
-            claim.claimed[i] = true;
+            plan.set_flag(i, flag::CLAIMED, true);
         }
         Ok(claim)
+    }
+
+    fn claimed(&self, i: usize) -> bool {
+        self.plan.flags(i) & flag::CLAIMED != 0
     }
 
     /// Claims step `i`'s node unless already claimed; fails if another traversal released or
     /// claimed it first.
     fn claim(&mut self, i: usize) -> Result<()> {
-        if self.claimed[i] {
+        if self.claimed(i) {
             return Ok(());
         }
-        let node = &self.plan.steps[i].node;
+        let node = &self.plan.nodes[i];
         node.saved().claim(node.name(), self.token)?;
-        self.claimed[i] = true;
+        self.plan.set_flag(i, flag::CLAIMED, true);
         Ok(())
+    }
+
+    /// Records that step `i`'s node was claimed for this claim when its VJP ran.
+    fn claimed_by_vjp(&mut self, i: usize) {
+        self.plan.set_flag(i, flag::CLAIMED, true);
     }
 
     /// Claims every step not claimed yet (nodes that received no cotangent or were pruned).
     pub(crate) fn rest(&mut self) -> Result<()> {
-        for i in 0..self.claimed.len() {
+        for i in 0..self.plan.len() {
             self.claim(i)?;
         }
         Ok(())
@@ -530,9 +616,10 @@ impl Drop for Claim<'_> {
         if self.finished {
             return;
         }
-        for (i, &claimed) in self.claimed.iter().enumerate() {
-            if claimed {
-                self.plan.steps[i].node.saved().unclaim(self.token);
+        for i in 0..self.plan.len() {
+            if self.claimed(i) {
+                self.plan.nodes[i].saved().unclaim(self.token);
+                self.plan.set_flag(i, flag::CLAIMED, false);
             }
         }
     }
@@ -660,13 +747,12 @@ fn propagate_with(
     // One vector for every node's gradients, instead of one allocated per node.
     let mut grads: Vec<Option<Tensor>> = Vec::new();
     for i in plan.order() {
-        let step = &plan.steps[i];
         let slots = plan.slots_of(i);
         let g = if slots.len() == 1 {
             let Some(g) = cotangents.take(slots.start)? else {
                 continue;
             };
-            if !step.useful() {
+            if !plan.useful(i) {
                 continue;
             }
             match batch {
@@ -680,12 +766,14 @@ fn propagate_with(
             for slot in slots {
                 several.push(cotangents.take(slot)?);
             }
-            if !step.useful() || several.iter().all(Option::is_none) {
+            if !plan.useful(i) || several.iter().all(Option::is_none) {
                 continue;
             }
             Cotangent::Several(&several)
         };
-        let producers = plan.producers_of(step);
+        let span = plan.span(i);
+        let producers = span.producers(&plan.producers);
+        let producers = producers.as_slice();
         // Where input j's gradient goes: staged for the sink, and/or on to a result slot of
         // its producer.
         let route = |j: usize, input: &Tensor| {
@@ -695,20 +783,20 @@ fn propagate_with(
                 Sink::Collect(wanted) => wanted(input),
             };
             let forward = producer
-                .filter(|&p| plan.steps[p].useful())
-                .map(|p| plan.edge_slot(step, j, p));
+                .filter(|&p| plan.useful(p))
+                .map(|p| plan.edge_slot(span, j, p));
             (keep, forward)
         };
         let needed = |j: usize, input: &Tensor| {
             let (keep, forward) = route(j, input);
             keep || forward.is_some()
         };
-        let claiming = claim.as_deref().filter(|c| !c.claimed[i]).map(|c| c.token);
+        let claiming = claim.as_deref().filter(|c| !c.claimed(i)).map(|c| c.token);
         // Profiling (opt-in) times the VJP and counts the bytes of the gradients it produced.
         let started = profile.is_some().then(std::time::Instant::now);
         let mut bytes = 0usize;
         run_vjp(
-            &*step.node,
+            &*plan.nodes[i],
             g,
             claiming,
             needed,
@@ -733,10 +821,10 @@ fn propagate_with(
             },
         )?;
         if let (Some(p), Some(t0)) = (profile.as_deref_mut(), started) {
-            p.record(&*step.node, t0.elapsed(), bytes);
+            p.record(&*plan.nodes[i], t0.elapsed(), bytes);
         }
         if let Some(claim) = claim.as_deref_mut() {
-            claim.claimed[i] = true;
+            claim.claimed_by_vjp(i);
         }
     }
     Ok(true)
@@ -1028,33 +1116,37 @@ fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::{Plan, Step, NO_PRODUCER};
+    use super::{flag, Plan, Span, NO_PRODUCER};
     use crate::{ops::mul_scalar, shape, Tensor};
 
-    /// A plan holds one step per node of the graph: W3's million of them.
+    /// A span keeps its count and its inline marker apart, and refuses a count that would
+    /// reach the marker.
     #[test]
-    fn a_step_is_three_words() {
-        assert!(std::mem::size_of::<Step>() <= 24);
-    }
-
-    #[test]
-    fn a_step_keeps_its_count_and_flags_apart() {
-        let x = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
-        let node = mul_scalar(&x, 2.0).unwrap().autograd_ctx().unwrap();
-        let mut s = Step::new(node, true);
-        assert!(s.useful() && s.shared() && s.count() == 0);
-        s.set_inputs(7, Step::COUNT as usize).unwrap();
-        s.set_useful(false);
-        assert_eq!((s.first, s.count()), (7, Step::COUNT));
-        assert!(!s.useful() && s.shared());
-        assert!(s.set_inputs(0, Step::COUNT as usize + 1).is_err());
-        assert_eq!(s.count(), Step::COUNT, "a refused count changes nothing");
-        s.set_inline_producer(5);
-        assert!(s.inline() && !s.useful() && s.shared());
-        assert_eq!(s.producers(&[9, 9, 9]), [5]);
-        s.set_inputs(1, 2).unwrap();
+    fn a_span_keeps_its_count_and_marker_apart() {
+        assert_eq!(std::mem::size_of::<Span>(), 8);
+        let s = Span::table(7, Span::COUNT as usize).unwrap();
         assert!(!s.inline());
-        assert_eq!(s.producers(&[9, 8, 7]), [8, 7]);
+        assert_eq!((s.first, s.count), (7, Span::COUNT));
+        assert!(Span::table(0, Span::COUNT as usize + 1).is_err());
+        let table = [9, 8, 7];
+        assert_eq!(
+            Span::table(1, 2).unwrap().producers(&table).as_slice(),
+            [8, 7]
+        );
+        let s = Span::inline_producer(5);
+        assert!(s.inline());
+        assert_eq!(s.producers(&table).as_slice(), [5]);
+        assert_eq!(Span::of_flags(4, flag::NEXT).producers(&[]).as_slice(), [5]);
+        assert_eq!(
+            Span::of_flags(4, flag::LEAF | flag::USEFUL)
+                .producers(&[])
+                .as_slice(),
+            [NO_PRODUCER]
+        );
+        assert!(Span::of_flags(4, flag::USEFUL)
+            .producers(&[])
+            .as_slice()
+            .is_empty());
     }
 
     /// The slot filled last waits outside the map; every slot keeps its own running sum,
@@ -1091,20 +1183,24 @@ mod tests {
             y = mul_scalar(&y, 2.0).unwrap();
         }
         let plan = Plan::discover(&y.autograd_ctx().unwrap(), 0).unwrap();
-        assert_eq!(plan.steps.len(), 5);
-        assert!(plan.producers.is_empty() && plan.order.is_none());
-        assert!(plan.steps.iter().all(Step::inline));
+        assert_eq!(plan.len(), 5);
+        assert!(plan.spans.is_empty() && plan.producers.is_empty() && plan.order.is_none());
+        let producers: Vec<Vec<u32>> = (0..5)
+            .map(|i| plan.producers_of(i).as_slice().to_vec())
+            .collect();
+        assert_eq!(producers, [[1], [2], [3], [4], [NO_PRODUCER]]);
         assert_eq!(plan.order().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
 
         let z = mul_scalar(&y, 3.0).unwrap();
         let diamond = crate::ops::add(&z, &mul_scalar(&z, 0.5).unwrap()).unwrap();
         let plan = Plan::discover(&diamond.autograd_ctx().unwrap(), 0).unwrap();
-        assert_eq!(plan.steps.len(), 8);
+        assert_eq!(plan.len(), 8);
         assert!(plan.order.is_some(), "z's node is reached twice");
+        assert_eq!(plan.spans.len(), 8, "the add node has two inputs");
         let order: Vec<usize> = plan.order().collect();
         let at = |i: usize| order.iter().position(|&k| k == i).unwrap();
-        for (i, step) in plan.steps.iter().enumerate() {
-            for &p in plan.producers_of(step) {
+        for i in 0..plan.len() {
+            for &p in plan.producers_of(i).as_slice() {
                 assert!(
                     p == NO_PRODUCER || at(i) < at(p as usize),
                     "consumers first"
