@@ -52,8 +52,9 @@ mod flag {
     /// Another traversal may reach this node other than through this plan's own nodes: the
     /// root, and every node met through an edge that was not its sole way in.
     pub(super) const SHARED: u8 = 1 << 1;
-    /// The node has one saved input, produced by the next step: what discovery finds along a
-    /// chain of unary ops, which then needs no [`super::Span`].
+    /// The node has one saved input, produced by the next step and reading its result 0, met
+    /// before any node of several results: what discovery finds along a chain of unary ops,
+    /// which then needs no [`super::Span`].
     pub(super) const NEXT: u8 = 1 << 2;
     /// The node has one saved input, without a producer (a leaf, or a tensor outside the
     /// graph).
@@ -148,8 +149,9 @@ impl Producers<'_> {
 /// The reached graph: steps in discovery order (the root is step 0) and a topological order of
 /// them in which every consumer comes before its producers.
 ///
-/// A plan keeps 17 bytes per node for a chain of unary ops (W3 holds a million): the node and
-/// its flags, and nothing in the spans, the producer table or the order. The order of
+/// A plan keeps 17 bytes per node for a chain of unary ops discovered in order from a
+/// single-result root (W3 holds a million): the node and its flags, and nothing in the spans,
+/// the producer table or the order. Any other plan keeps a span (8 bytes) per node as well. The order of
 /// independent branches is unspecified: a tree runs them in discovery order, a graph with
 /// shared nodes in the order Kahn's algorithm finds.
 ///
@@ -192,7 +194,10 @@ impl Drop for Plan {
 }
 
 /// The emptied node buffer of the thread's last plan, up to [`spare_nodes::CAPACITY`] nodes,
-/// for its next plan: a training loop's traversals then neither regrow the buffer nor free it.
+/// for its next plan, so that a training loop's traversals do not regrow it. Only this column:
+/// keeping every buffer of the plan measured a third slower in W1. Freeing one of 64 KiB or
+/// more after a release makes glibc consolidate the chunks the release freed, and the next
+/// forward pass then allocates from merged, contiguous memory instead of its fast bins.
 mod spare_nodes {
     use crate::op::Node;
     use std::cell::Cell;
