@@ -1177,6 +1177,82 @@ mod tests {
         assert!(p.last.is_none() && p.rest.is_empty());
     }
 
+    /// Every step's producers, as the plan describes them, against the graph itself: input
+    /// `j` of step `i` is produced by the step holding its producing node (result `k` going
+    /// to that step's slot `k`), or by none; and the order puts consumers first.
+    fn check_plan(plan: &Plan) {
+        use std::sync::Arc;
+        let index = |n: &crate::op::Node| plan.nodes.iter().position(|m| Arc::ptr_eq(m, n));
+        let order: Vec<usize> = plan.order().collect();
+        let at = |i: usize| order.iter().position(|&k| k == i).unwrap();
+        for (i, node) in plan.nodes.iter().enumerate() {
+            let edges: Vec<Option<(usize, usize)>> = node
+                .saved()
+                .with(node.name(), |s| {
+                    s.inputs()
+                        .map(|t| t.producer().map(|(p, k, _)| (index(&p).unwrap(), k)))
+                        .collect()
+                })
+                .unwrap();
+            let span = plan.span(i);
+            let producers = plan.producers_of(i);
+            assert_eq!(producers.as_slice().len(), edges.len(), "step {i}");
+            for (j, (&p, edge)) in producers.as_slice().iter().zip(&edges).enumerate() {
+                match *edge {
+                    None => assert_eq!(p, NO_PRODUCER, "step {i} input {j}"),
+                    Some((q, k)) => {
+                        assert_eq!(p as usize, q, "step {i} input {j}");
+                        let slot = plan.slots_of(q).start + k;
+                        assert_eq!(plan.edge_slot(span, j, q), slot, "step {i} input {j}");
+                        assert!(at(i) < at(q), "consumers first");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Plans whose spans appear part way (a chain above a binary node), from the start (a
+    /// root of several results), or after a result other than 0 is read, describe every
+    /// edge exactly.
+    #[test]
+    fn plans_describe_every_edge_whatever_their_shape() {
+        use crate::ops::{add, unbind};
+        let leaf = |v: Vec<f32>| {
+            let n = v.len();
+            Tensor::from_vec(v, shape![n]).unwrap()
+        };
+        let (x, x2) = (leaf(vec![1.0, 2.0]), leaf(vec![3.0, 4.0]));
+        x.retain_grad(true).unwrap();
+        x2.retain_grad(true).unwrap();
+        let mut y = add(&mul_scalar(&x, 2.0).unwrap(), &x2).unwrap();
+        for _ in 0..3 {
+            y = mul_scalar(&y, 0.5).unwrap();
+        }
+        let plan = Plan::discover(&y.autograd_ctx().unwrap(), 0).unwrap();
+        assert_eq!(plan.len(), 5);
+        assert!(plan.flags[..3].iter().all(|f| f.get() & flag::NEXT != 0));
+        assert_eq!(plan.spans.len(), 5, "the add node needs spans");
+        check_plan(&plan);
+
+        let rows = unbind(&mul_scalar(&x, 3.0).unwrap(), 0).unwrap();
+        let mut z = mul_scalar(&rows[1], 2.0).unwrap();
+        z = add(&z, &rows[0]).unwrap();
+        z = mul_scalar(&z, 4.0).unwrap();
+        let plan = Plan::discover(&z.autograd_ctx().unwrap(), 0).unwrap();
+        assert!(plan.outputs.is_some());
+        check_plan(&plan);
+        let tail = mul_scalar(&rows[1], 2.0).unwrap();
+        let plan = Plan::discover(&tail.autograd_ctx().unwrap(), 0).unwrap();
+        assert!(plan.outputs.is_some(), "the edge reads result 1");
+        check_plan(&plan);
+
+        let (node, k) = rows[1].autograd_result().unwrap();
+        assert_eq!(k, 1);
+        let plan = Plan::discover(&node, k).unwrap();
+        assert!(plan.outputs.is_some() && plan.spans.len() == plan.len());
+        check_plan(&plan);
+    }
+
     /// A chain of unary ops keeps no producer table and no order (discovery order is
     /// topological); a node reached twice needs both.
     #[test]
