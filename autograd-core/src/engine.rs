@@ -151,9 +151,9 @@ impl Producers<'_> {
 ///
 /// A plan keeps 17 bytes per node for a chain of unary ops discovered in order from a
 /// single-result root (W3 holds a million): the node and its flags, and nothing in the spans,
-/// the producer table or the order. Any other plan keeps a span (8 bytes) per node as well. The order of
-/// independent branches is unspecified: a tree runs them in discovery order, a graph with
-/// shared nodes in the order Kahn's algorithm finds.
+/// the producer table or the order. Any other plan keeps a span (8 bytes) per node as well.
+/// The order of independent branches is unspecified: a tree runs them in discovery order, a
+/// graph with shared nodes in the order Kahn's algorithm finds.
 ///
 /// A plan whose claim finished releases the claimed nodes when it is dropped, each right
 /// before the plan's reference to the node goes, so every node is touched once more, not twice.
