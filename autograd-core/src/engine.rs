@@ -793,8 +793,14 @@ fn propagate_with(
                 .map(|p| plan.edge_slot(span, j, p));
             (keep, forward)
         };
+        // Each input's route, worked out once when the VJP is told what it must compute and
+        // read back when its gradient arrives (most nodes have at most four inputs).
+        let routes: [Cell<(bool, Option<usize>)>; 4] = Default::default();
         let needed = |j: usize, input: &Tensor| {
             let (keep, forward) = route(j, input);
+            if let Some(r) = routes.get(j) {
+                r.set((keep, forward));
+            }
             keep || forward.is_some()
         };
         let claiming = claim.as_deref().filter(|c| !c.claimed(i)).map(|c| c.token);
@@ -811,7 +817,7 @@ fn propagate_with(
                 if started.is_some() {
                     bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
                 }
-                let routed = route(j, input);
+                let routed = routes.get(j).map_or_else(|| route(j, input), Cell::get);
                 if let (Some(_), (_, Some(slot))) = (batch, routed) {
                     results[slot].get_or_insert_with(|| input.layout_arc().clone());
                 }
@@ -1109,7 +1115,7 @@ type Modification = (usize, (crate::carrier::CarrierId, u64, u64));
 
 /// The first saved input of `s` modified since the forward pass.
 fn modification(s: &Saved) -> Option<Modification> {
-    (0..s.inputs.len()).find_map(|i| s.first_change(i).map(|c| (i, c)))
+    s.modification()
 }
 
 fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> crate::Error {

@@ -242,6 +242,27 @@ impl Saved {
         }
     }
 
+    /// The first saved input modified since it was saved: `(input index, (carrier, saved
+    /// version, current version))`. One pass over the inputs, checked on every VJP twice.
+    pub(crate) fn modification(&self) -> Option<(usize, (CarrierId, u64, u64))> {
+        if self.extra.0.is_none() {
+            for (i, (t, first)) in self.inputs.iter().enumerate() {
+                if let Ok(c) = t.carrier() {
+                    let now = c.version();
+                    if now != *first {
+                        return Some((i, (c.id(), *first, now)));
+                    }
+                    continue;
+                }
+                if let Some(change) = self.first_change(i) {
+                    return Some((i, change));
+                }
+            }
+            return None;
+        }
+        (0..self.inputs.len()).find_map(|i| self.first_change(i).map(|c| (i, c)))
+    }
+
     /// The first carrier of input `index` whose version changed since it was saved:
     /// `(id, saved version, current version)`.
     pub(crate) fn first_change(&self, index: usize) -> Option<(CarrierId, u64, u64)> {
