@@ -82,10 +82,16 @@ fn report(workload: &str, times: &[Duration], extra: &str) {
     );
 }
 
-/// W1/W1s: `y = y * 0.999 + x` repeated, `loss = sum(y)`, backward. Returns the time of the
+/// The time of a W1/W1s run's forward pass and of its backward pass.
+struct ChainTimes {
+    forward: Duration,
+    backward: Duration,
+}
+
+/// W1/W1s: `y = y * 0.999 + x` repeated, `loss = sum(y)`, backward. Returns the times of the
 /// forward and backward passes alone, as BENCH.md defines `ns_per_op` and PyTorch's side
 /// times it (making `x`, checking the gradient and dropping the graph are outside).
-fn chain(n: usize, steps: usize) -> Result<Duration> {
+fn chain(n: usize, steps: usize) -> Result<ChainTimes> {
     let x = Tensor::from_vec(vec![0.5f32; n], shape![n])?;
     let start = Instant::now();
     let mut y = x.clone();
@@ -93,8 +99,10 @@ fn chain(n: usize, steps: usize) -> Result<Duration> {
         y = add(&mul_scalar(&y, 0.999)?, &x)?;
     }
     let loss = sum(&y)?;
+    let forward = start.elapsed();
+    let mid = Instant::now();
     loss.backward()?;
-    let elapsed = start.elapsed();
+    let backward = mid.elapsed();
     drop((loss, y));
     // dy_k/dx = 0.999 dy_(k-1)/dx + 1 from dy_0/dx = 1
     let expected = (0..steps).fold(1.0f64, |d, _| 0.999 * d + 1.0);
@@ -105,18 +113,39 @@ fn chain(n: usize, steps: usize) -> Result<Duration> {
                 .all(|&v| (f64::from(v) - expected).abs() <= 1e-3 * expected)
     });
     autograd_core::ensure!(ok, Runtime, "W1 gradient differs from {expected}");
-    Ok(elapsed)
+    Ok(ChainTimes { forward, backward })
 }
 
+/// Reports `ns_per_op` from the median total, and, as PyTorch's side does, the medians of the
+/// forward and backward passes on their own (`fwd_ns_per_op`, `bwd_ns_per_op`), so that the
+/// two systems can be compared phase by phase.
 fn w1(name: &str, n: usize, quick: bool) -> Result<()> {
     let steps = if quick { 2_000 } else { 20_000 };
-    let times = measure_timed(if quick { 3 } else { 7 }, || chain(n, steps))?;
+    let runs = if quick { 3 } else { 7 };
+    chain(n, steps)?;
+    let mut passes = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        passes.push(chain(n, steps)?);
+    }
     let ops = (2 * steps + 1) as f64;
-    let ns = times[times.len() / 2].as_secs_f64() * 1e9 / ops;
+    let per_op = |d: Duration| d.as_secs_f64() * 1e9 / ops;
+    let median_of = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut totals: Vec<Duration> = passes.iter().map(|p| p.forward + p.backward).collect();
+    totals.sort();
+    let forward = median_of(passes.iter().map(|p| p.forward).collect());
+    let backward = median_of(passes.iter().map(|p| p.backward).collect());
     report(
         name,
-        &times,
-        &format!(",\"steps\":{steps},\"ns_per_op\":{ns:.1}"),
+        &totals,
+        &format!(
+            ",\"steps\":{steps},\"ns_per_op\":{:.1},\"fwd_ns_per_op\":{:.1},\"bwd_ns_per_op\":{:.1}",
+            per_op(totals[totals.len() / 2]),
+            per_op(forward),
+            per_op(backward)
+        ),
     );
     Ok(())
 }
@@ -146,8 +175,9 @@ fn faults_and_sys_seconds() -> (f64, f64) {
     (field(10), field(15) / 100.0)
 }
 
-/// W3: a 1,000,000-step chain of `y = y * 1.0000001` on shape [1], backward, drop.
-fn w3_once(steps: usize) -> Result<Duration> {
+/// W3: a 1,000,000-step chain of `y = y * 1.0000001` on shape [1], backward, drop. Returns the
+/// times of the forward pass, the backward pass and the drop, as PyTorch's side splits them.
+fn w3_once(steps: usize) -> Result<[Duration; 3]> {
     let start = Instant::now();
     let x = Tensor::from_vec(vec![1.0f32], shape![1])?;
     let mut y = x.clone();
@@ -155,20 +185,32 @@ fn w3_once(steps: usize) -> Result<Duration> {
         y = mul_scalar(&y, 1.000_000_1)?;
     }
     let loss = sum(&y)?;
+    let forward = start.elapsed();
+    let mid = Instant::now();
     loss.backward()?;
+    let backward = mid.elapsed();
+    let end = Instant::now();
     drop((loss, y));
+    let dropped = end.elapsed();
     let g = x.grad()?.map(|g| g.values::<f32>()).transpose()?;
     assert!(g.is_some_and(|g| g[0] > 1.0), "W3 gradient must exceed 1");
-    Ok(start.elapsed())
+    Ok([forward, backward, dropped])
 }
 
 fn w3(quick: bool, child: bool) -> Result<()> {
     let steps = if quick { 100_000 } else { 1_000_000 };
     if child {
-        let times = vec![w3_once(steps)?];
+        let [forward, backward, dropped] = w3_once(steps)?;
+        let times = vec![forward + backward + dropped];
         let secs = times[0].as_secs_f64();
         let (faults, sys) = faults_and_sys_seconds();
-        report("W3", &times, &format!(",\"steps\":{steps},\"seconds\":{secs:.3},\"peak_rss_mib\":{:.1},\"minor_faults\":{faults},\"sys_seconds\":{sys:.2},\"completed\":true", peak_rss_mib()));
+        let phases = format!(
+            "\"fwd_s\":{:.3},\"bwd_s\":{:.3},\"drop_s\":{:.3}",
+            forward.as_secs_f64(),
+            backward.as_secs_f64(),
+            dropped.as_secs_f64()
+        );
+        report("W3", &times, &format!(",\"steps\":{steps},\"seconds\":{secs:.3},{phases},\"peak_rss_mib\":{:.1},\"minor_faults\":{faults},\"sys_seconds\":{sys:.2},\"completed\":true", peak_rss_mib()));
         return Ok(());
     }
     // Each run in a fresh process so the peak RSS is the workload's alone.
@@ -205,16 +247,20 @@ fn w3(quick: bool, child: bool) -> Result<()> {
         .iter()
         .map(|l| field(l, "peak_rss_mib"))
         .fold(0.0f64, f64::max);
-    // page faults and kernel share of the run of median time
+    // the phases, page faults and kernel share of the run of median time
     let median = &lines[lines.len() / 2];
+    let phases = ["fwd_s", "bwd_s", "drop_s"].map(|k| field(median, k));
     let median = (field(median, "minor_faults"), field(median, "sys_seconds"));
     println!(
-        "{{\"workload\":\"W3\",\"threads\":{},\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"peak_rss_mib\":{rss:.1},\"minor_faults\":{},\"sys_seconds\":{:.2},\"completed\":true}}",
+        "{{\"workload\":\"W3\",\"threads\":{},\"runs\":{},\"min_ms\":{:.1},\"median_ms\":{:.1},\"steps\":{steps},\"seconds\":{:.3},\"fwd_s\":{:.3},\"bwd_s\":{:.3},\"drop_s\":{:.3},\"peak_rss_mib\":{rss:.1},\"minor_faults\":{},\"sys_seconds\":{:.2},\"completed\":true}}",
         autograd_core::kernel::threads(),
         secs.len(),
         secs[0] * 1e3,
         secs[secs.len() / 2] * 1e3,
         secs[secs.len() / 2],
+        phases[0],
+        phases[1],
+        phases[2],
         median.0,
         median.1
     );

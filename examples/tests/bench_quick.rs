@@ -71,6 +71,34 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     assert!(rss > 0.0, "{w3}");
+    // the phases of W3's median run add up to its time (each rounded to a millisecond)
+    let number = |line: &str, k: &str| -> f64 {
+        field(line, k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number {k} in {line}"))
+    };
+    let phases: f64 = ["fwd_s", "bwd_s", "drop_s"]
+        .iter()
+        .map(|k| number(w3, k))
+        .sum();
+    assert!((phases - number(w3, "seconds")).abs() <= 0.003, "{w3}");
+    assert!(
+        number(w3, "fwd_s") > 0.0 && number(w3, "bwd_s") > 0.0,
+        "{w3}"
+    );
+    // W1 and W1s split their time per op into the forward and backward passes, medians of
+    // their own, which add up to about the median total
+    for w in ["W1", "W1s"] {
+        let line = lines
+            .iter()
+            .find(|l| field(l, "workload").as_deref() == Some(w))
+            .copied()
+            .unwrap_or_default();
+        let (fwd, bwd) = (number(line, "fwd_ns_per_op"), number(line, "bwd_ns_per_op"));
+        let total = number(line, "ns_per_op");
+        assert!(fwd > 0.0 && bwd > 0.0, "{line}");
+        assert!((0.5 * total..=1.5 * total).contains(&(fwd + bwd)), "{line}");
+    }
 }
 
 #[test]
