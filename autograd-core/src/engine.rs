@@ -10,7 +10,9 @@ use crate::error::{bail, ensure, Result};
 use crate::grad_mode::no_grad;
 use crate::gradient::{self, Sum};
 use crate::layout::Layout;
-use crate::op::{describe_input, describe_node, Node, NodeId, Operation, Saved, TraversalToken};
+use crate::op::{
+    describe_input, describe_node, Modification, Node, NodeId, Operation, Saved, TraversalToken,
+};
 use crate::profile::BackwardProfile;
 use crate::tensor::Tensor;
 
@@ -928,7 +930,7 @@ pub(crate) fn run_vjp(
         for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
             *m = input.is_differentiable() && needed(j, input);
         }
-        (n, modification(s))
+        (n, s.modification())
     })?;
     if let Some(m) = modified {
         return Err(modified_error(node, m));
@@ -955,7 +957,7 @@ pub(crate) fn run_vjp(
         }
         .map_err(|e| {
             // a VJP that failed because a write raced with it reports the write
-            match node.saved().with(node.name(), modification) {
+            match node.saved().with(node.name(), Saved::modification) {
                 Ok(Some(m)) => modified_error(node, m),
                 _ => e.context(format!("backward of {}", describe_node(node))),
             }
@@ -965,7 +967,7 @@ pub(crate) fn run_vjp(
     // failures are described after the lock is released.
     let returned = grads.len();
     let Ok((failure, claimed)) = node.saved().with_then_claim(node.name(), claim, |s| {
-        if let Some(m) = modification(s) {
+        if let Some(m) = s.modification() {
             return Some(Failure::Modified(m));
         }
         if returned != s.inputs.len() {
@@ -1107,15 +1109,6 @@ enum Failure {
     Gradient(usize, crate::Error),
     /// Staging the gradient failed.
     Sink(crate::Error),
-}
-
-/// A saved input modified since the forward pass: `(input index, (carrier, saved version,
-/// current version))`.
-type Modification = (usize, (crate::carrier::CarrierId, u64, u64));
-
-/// The first saved input of `s` modified since the forward pass.
-fn modification(s: &Saved) -> Option<Modification> {
-    s.modification()
 }
 
 fn modified_error(node: &dyn Operation, (i, (id, saved, now)): Modification) -> crate::Error {

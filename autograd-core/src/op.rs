@@ -73,6 +73,10 @@ impl VersionSnapshot {
 /// carriers of a multi-subtensor input live in the node's [`SavedExtra`].
 pub(crate) type SavedInput = (Tensor, u64);
 
+/// A saved input modified since the forward pass: `(input index, (carrier, saved version,
+/// current version))`.
+pub(crate) type Modification = (usize, (CarrierId, u64, u64));
+
 /// The versions of every unique carrier of `t`, in order.
 fn carrier_versions(t: &Tensor) -> (u64, Box<[u64]>) {
     if let Ok(c) = t.carrier() {
@@ -242,35 +246,22 @@ impl Saved {
         }
     }
 
-    /// The first saved input modified since it was saved: `(input index, (carrier, saved
-    /// version, current version))`. One pass over the inputs, checked on every VJP twice.
-    pub(crate) fn modification(&self) -> Option<(usize, (CarrierId, u64, u64))> {
-        if self.extra.0.is_none() {
-            for (i, (t, first)) in self.inputs.iter().enumerate() {
-                if let Ok(c) = t.carrier() {
-                    let now = c.version();
-                    if now != *first {
-                        return Some((i, (c.id(), *first, now)));
-                    }
-                    continue;
-                }
-                if let Some(change) = self.first_change(i) {
-                    return Some((i, change));
-                }
-            }
-            return None;
-        }
-        (0..self.inputs.len()).find_map(|i| self.first_change(i).map(|c| (i, c)))
+    /// The first saved input modified since it was saved, in one pass over the inputs (it
+    /// runs twice per VJP).
+    pub(crate) fn modification(&self) -> Option<Modification> {
+        self.inputs
+            .iter()
+            .enumerate()
+            .find_map(|(i, (t, first))| self.change_of(i, t, *first).map(|c| (i, c)))
     }
 
-    /// The first carrier of input `index` whose version changed since it was saved:
-    /// `(id, saved version, current version)`.
-    pub(crate) fn first_change(&self, index: usize) -> Option<(CarrierId, u64, u64)> {
-        let (t, first) = &self.inputs[index];
+    /// The first carrier of input `index`, `t`, whose version changed since it was saved (its
+    /// first carrier at version `first`): `(id, saved version, current version)`.
+    fn change_of(&self, index: usize, t: &Tensor, first: u64) -> Option<(CarrierId, u64, u64)> {
         if self.extra.more_versions(index).is_empty() {
             if let Ok(c) = t.carrier() {
                 let now = c.version();
-                return (now != *first).then(|| (c.id(), *first, now));
+                return (now != first).then(|| (c.id(), first, now));
             }
         }
         t.carriers()
