@@ -63,3 +63,10 @@ pub fn zip_with(g: &Tensor, t: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> R
     let t = beside(t, extent(g, t.layout().rank()))?;
     crate::kernel::zip(g, &t, f)
 }
+
+/// [`zip_with`] for a cotangent the VJP took by value: computed in `g`'s own storage when
+/// nothing else reaches it (see [`crate::kernel::zip_owned`]).
+pub fn zip_with_owned(g: Tensor, t: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
+    let t = beside(t, extent(&g, t.layout().rank()))?;
+    crate::kernel::zip_owned(g, &t, f)
+}

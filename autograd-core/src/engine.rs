@@ -944,7 +944,7 @@ pub(crate) fn run_vjp(
     {
         let _guard = no_grad();
         match g {
-            Cotangent::One(g) => node.backward_into(&g, mask, grads),
+            Cotangent::One(g) => node.backward_into(g, mask, grads),
             Cotangent::Several(gs) => node.backward_outputs(gs, mask).map(|v| *grads = v),
             Cotangent::Batched(g, k, result) => {
                 batch = Some(k);

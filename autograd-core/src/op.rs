@@ -645,15 +645,17 @@ pub trait Operation: Send + Sync + 'static {
     /// [`Operation::backward_needed`] writing its gradients into `out` (on success, whatever
     /// `out` held before is replaced; after an error its contents are unspecified), so that a
     /// traversal reuses one vector for every node it runs instead of allocating one per node.
-    /// The engine calls this for single-result nodes. The default takes `backward_needed`'s
+    /// The engine calls this for single-result nodes and hands the cotangent over: when the op
+    /// holds its only handle and storage, it may compute a gradient in that storage instead of
+    /// allocating (see [`crate::kernel::map_owned`]). The default takes `backward_needed`'s
     /// vector; `#[differentiable]` ops fill `out` directly.
     fn backward_into(
         &self,
-        gradient: &Tensor,
+        gradient: Tensor,
         needed: &[bool],
         out: &mut Vec<Option<Tensor>>,
     ) -> Result<()> {
-        *out = self.backward_needed(gradient, needed)?;
+        *out = self.backward_needed(&gradient, needed)?;
         Ok(())
     }
 

@@ -445,6 +445,28 @@ impl Tensor {
         }
     }
 
+    /// The CPU storage and offset of a compact row-major tensor whose elements nothing else
+    /// reaches: this is its only handle, and no other tensor, view or carrier reference holds
+    /// its one carrier. A kernel handed the tensor may then overwrite the elements in place (a
+    /// VJP reusing its cotangent); it still writes through the carrier's lock, which bumps the
+    /// version, so even a reference made concurrently never reads torn or unannounced values.
+    pub(crate) fn sole_storage(&self) -> Option<(&CpuCarrier<dyn crate::carrier::Store>, usize)> {
+        let Parts::One { carrier, offset } = &self.0.parts else {
+            return None;
+        };
+        let l = self.layout();
+        let sole = self.0.is_unique()
+            && Arc::strong_count(carrier) == 1
+            && Arc::weak_count(carrier) == 0
+            && l.size() == l.cosize()
+            && l.is_row_major_contiguous();
+        if sole {
+            carrier.as_cpu().map(|cpu| (cpu, *offset))
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn part_carrier(&self, part: usize) -> &Arc<dyn Carrier> {
         match &self.0.parts {
             Parts::One { carrier, .. } => carrier,

@@ -115,6 +115,13 @@
 //!   `Option<Tensor>` like any other, `None` when the input is absent (anything else returned
 //!   for an absent input is dropped). A wrong count or element type is a compile error on the
 //!   return type. The VJP runs with graph construction disabled.
+//! - **Taking the cotangent over.** A one-output VJP may take its cotangent by value,
+//!   `fn vjp(g: Tensor, ...)`: the engine then hands over its own, and the VJP may compute a
+//!   gradient in that storage with `kernel::map_owned` or `kernel::zip_owned` (or return `g`
+//!   itself), as `mul_scalar`, `tanh` and the other elementwise ops do, so a chain of them
+//!   allocates no gradient buffers. Those kernels write in place only when nothing else reaches
+//!   the storage (a cotangent the user passed, a retained `.grad`, a leaf's gradient, a clone or
+//!   a view keep their values); direct calls through `Operation::backward` lend a clone.
 //! - **Which gradients are wanted.** A VJP may take `needs: &NeedsGrad` (no import needed:
 //!   the macro recognises the type name) to learn which gradients the traversal will use,
 //!   like PyTorch's `needs_input_grad`: `needs.input(k)` for tensor parameter `k` (gradient

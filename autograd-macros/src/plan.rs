@@ -38,6 +38,8 @@ pub(crate) struct Plan<'a, 'f> {
     pub(crate) args: Vec<Arg<'a>>,
     /// Whether the VJP takes the wanted-gradient mask.
     pub(crate) wants_mask: bool,
+    /// Whether the VJP takes its cotangent by value (`g: Tensor`) rather than `&Tensor`.
+    pub(crate) owns_cotangent: bool,
 }
 
 /// One tensor parameter of the forward function.
@@ -242,6 +244,10 @@ impl<'a, 'f> Plan<'a, 'f> {
             })
             .collect::<Vec<_>>();
         let wants_mask = args.iter().any(|a| matches!(a.source, Source::Needs));
+        let owns_cotangent = matches!(
+            f.vjp().cotangent,
+            Some(syn::FnArg::Typed(t)) if crate::ast::is_tensor(&t.ty)
+        );
 
         Plan {
             f,
@@ -253,6 +259,7 @@ impl<'a, 'f> Plan<'a, 'f> {
             stored,
             args,
             wants_mask,
+            owns_cotangent,
         }
     }
 

@@ -403,10 +403,10 @@ fn check_cotangent_type(cx: &Ctxt, f: &Function, n: usize, ty: &Type) {
                     "`{name}` has one output, so the vjp's first parameter is its cotangent, `&Tensor`; a tuple of cotangents is for a function returning several tensors"
                 ),
             );
-        } else if !is_tensor_ref(ty) {
+        } else if !is_tensor_ref(ty) && !is_tensor(ty) {
             cx.error_spanned_by(
                 ty,
-                "the vjp's first parameter is the cotangent of the output and must be `&Tensor`",
+                "the vjp's first parameter is the cotangent of the output and must be `&Tensor` (or `Tensor`, to take the engine's own and reuse its storage)",
             );
         }
         return;

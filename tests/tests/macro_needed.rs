@@ -163,7 +163,8 @@ fn backward_into_replaces_what_the_vector_held() {
     let g = t(&[1.0, 10.0], &[2]);
     let node = product(&a, &b).unwrap().autograd_ctx().unwrap();
     let mut out = vec![Some(g.clone()); 5];
-    node.backward_into(&g, &[false, true], &mut out).unwrap();
+    node.backward_into(g.clone(), &[false, true], &mut out)
+        .unwrap();
     assert_eq!(asked(), [vec![false, true]]);
     assert_eq!(out.len(), 2);
     assert!(out[0].is_none());

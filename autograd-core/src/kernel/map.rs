@@ -42,6 +42,116 @@ pub fn zip<T: Element, U: Element, V: Element>(
     })?
 }
 
+/// [`map`] for a tensor the caller hands over: when nothing else reaches `a`'s storage (its
+/// only handle, a carrier no view or copy shares, a compact row-major layout), `f` overwrites
+/// the elements in place and `a` itself is returned; otherwise as [`map`]. A VJP that takes its
+/// cotangent by value (`fn vjp(g: Tensor, ..)`) uses it so that a chain of such VJPs allocates
+/// no gradient buffers.
+pub fn map_owned<T: Element>(a: Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
+    if in_place::<T>(&a, |s| update_in_place(s, &f)) {
+        return Ok(a);
+    }
+    map(&a, f)
+}
+
+/// [`zip`] for a first operand the caller hands over: in place in `a`'s storage when
+/// [`map_owned`] would write there and `b`'s elements are one slice or a walk of runs (a
+/// stride-0 broadcast of a saved tensor beside a batched cotangent), else as [`zip`].
+pub fn zip_owned<T: Element, U: Element>(
+    a: Tensor,
+    b: &Tensor,
+    f: impl Fn(T, U) -> T + Sync,
+) -> Result<Tensor> {
+    if a.shape() == b.shape() {
+        let done = read::<U, _>(b, |y| {
+            in_place::<T>(&a, |s| match y.as_slice() {
+                Some(ys) => zip_in_place(s, ys, &f),
+                None => run_chunks(s, |start, o| zip_runs_in_place(o, &y, start, &f)),
+            })
+        });
+        if done.unwrap_or(false) {
+            return Ok(a);
+        }
+    }
+    zip(&a, b, f)
+}
+
+/// Runs `update` on `a`'s elements in place when nothing else reaches them (see
+/// [`Tensor::sole_storage`]); false, with nothing written, when it cannot.
+fn in_place<T: Element>(a: &Tensor, update: impl FnOnce(&mut [T])) -> bool {
+    let Some((cpu, offset)) = a.sole_storage() else {
+        return false;
+    };
+    let n = a.layout().size();
+    // a dtype other than `T` gives no access (and no version bump): `map` reports it
+    cpu.with_slice_mut::<T, _>(|s| match s.get_mut(offset..offset + n) {
+        Some(s) => {
+            update(s);
+            Ok(true)
+        }
+        None => Ok(false),
+    })
+    .unwrap_or(false)
+}
+
+/// `s[i] = f(s[i])`, in parallel above the threshold, compiled like [`map_slice`].
+fn update_in_place<T: Element>(s: &mut [T], f: impl Fn(T) -> T + Sync) {
+    #[allow(clippy::inline_always)] // `simd!` needs the loop inlined into each copy
+    #[inline(always)]
+    fn body<T: Element>(s: &mut [T], f: &impl Fn(T) -> T) {
+        for v in s.iter_mut() {
+            *v = f(*v);
+        }
+    }
+    run_chunks(s, |_, o| crate::simd!(body(o, &f)));
+}
+
+/// `s[i] = f(s[i], ys[i])`, in parallel above the threshold, compiled like [`zip_slices`].
+fn zip_in_place<T: Element, U: Element>(s: &mut [T], ys: &[U], f: &(impl Fn(T, U) -> T + Sync)) {
+    #[allow(clippy::inline_always)] // `simd!` needs the loop inlined into each copy
+    #[inline(always)]
+    fn body<T: Element, U: Element>(s: &mut [T], ys: &[U], f: &impl Fn(T, U) -> T) {
+        s.iter_mut().zip(ys).for_each(|(v, &q)| *v = f(*v, q));
+    }
+    run_chunks(s, |start, o| {
+        let ys = &ys[start..start + o.len()];
+        crate::simd!(body(o, ys, f));
+    });
+}
+
+/// `o[i] = h(o[i], e_(start + i))` for the elements `e` of `y` at logical positions
+/// `start..start + o.len()`, walked run by run: [`zip_runs`] with the output as its own dense
+/// operand.
+fn zip_runs_in_place<T: Element, U: Element>(
+    o: &mut [T],
+    y: &Elements<'_, U>,
+    start: usize,
+    h: impl Fn(T, U) -> T,
+) {
+    let data = y.data();
+    let mut i = 0;
+    y.for_each_run_in(start, o.len(), |r| {
+        let dst = &mut o[i..i + r.len];
+        match r.stride {
+            0 => {
+                let q = data[r.start];
+                for d in dst.iter_mut() {
+                    *d = h(*d, q);
+                }
+            }
+            1 => dst
+                .iter_mut()
+                .zip(&data[r.start..r.start + r.len])
+                .for_each(|(d, &q)| *d = h(*d, q)),
+            s => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(k, d)| *d = h(*d, data[r.start + k * s])),
+        }
+        i += r.len;
+    });
+}
+
 /// Sets every element of `out` to `value`, in parallel above the threshold.
 pub(crate) fn fill_f32(out: &mut [f32], value: f32) {
     if parallel(out.len()) {

@@ -28,7 +28,7 @@ pub use crate::gemm::{gemm_f32, MatMut, MatRef};
 pub use crate::ops::num::exp_f32;
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub(crate) use map::{fill_f32, update_f32};
-pub use map::{map, zip};
+pub use map::{map, map_owned, zip, zip_owned};
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};

@@ -10,7 +10,7 @@
 use super::broadcast_rule::operands;
 use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
-use crate::kernel::{map, zip};
+use crate::kernel::{map, map_owned, zip, zip_owned};
 use crate::Tensor;
 
 /// Both operands must have one dtype: no implicit promotion, so `Error::Type` names both.
@@ -78,14 +78,14 @@ pub fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// The recorded same-shape nodes behind the public binary ops (named like them).
 mod node {
-    use super::{map, numeric, real, zip, Num, Real, Result, Tensor};
+    use super::{map, map_owned, numeric, real, zip, Num, Real, Result, Tensor};
     use crate::differentiable;
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a + b) = g da + g db
-        fn vjp(g: &Tensor) -> (Option<Tensor>, Option<Tensor>) {
-            (Some(g.clone()), Some(g.clone()))
+        fn vjp(g: Tensor) -> (Option<Tensor>, Option<Tensor>) {
+            (Some(g.clone()), Some(g))
         }
         numeric!("add", a, T => zip(a, b, |x: T, y: T| x.plus(y)))
     }
@@ -93,13 +93,15 @@ mod node {
     #[differentiable(crate = crate, batched)]
     pub(super) fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a - b) = g da - g db
-        fn vjp(g: &Tensor, needs: &NeedsGrad) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let gb = if needs.input(1) {
-                Some(map(g, |g: f32| -g)?)
-            } else {
-                None
-            };
-            Ok((Some(g.clone()), gb))
+        fn vjp(g: Tensor, needs: &NeedsGrad) -> Result<(Option<Tensor>, Option<Tensor>)> {
+            Ok(match (needs.input(0), needs.input(1)) {
+                (true, true) => {
+                    let gb = map(&g, |g: f32| -g)?;
+                    (Some(g), Some(gb))
+                }
+                (false, true) => (None, Some(map_owned(g, |g: f32| -g)?)),
+                (_, false) => (Some(g), None),
+            })
         }
         numeric!("sub", a, T => zip(a, b, |x: T, y: T| x.minus(y)))
     }
@@ -108,18 +110,18 @@ mod node {
     pub(super) fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a b) = g b da + g a db
         fn vjp(
-            g: &Tensor,
+            g: Tensor,
             a: &Tensor,
             b: &Tensor,
             needs: &NeedsGrad,
         ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let ga = if needs.input(0) {
-                Some(crate::batch::zip_with(g, b, |g: f32, y: f32| g * y)?)
+            let gb = if needs.input(1) {
+                Some(crate::batch::zip_with(&g, a, |g: f32, x: f32| g * x)?)
             } else {
                 None
             };
-            let gb = if needs.input(1) {
-                Some(crate::batch::zip_with(g, a, |g: f32, x: f32| g * x)?)
+            let ga = if needs.input(0) {
+                Some(crate::batch::zip_with_owned(g, b, |g: f32, y: f32| g * y)?)
             } else {
                 None
             };
@@ -132,12 +134,12 @@ mod node {
     pub(super) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d(a / b) = g / b da - g a / b^2 db = g / b da - (g / b) y db, with y = a / b
         fn vjp(
-            g: &Tensor,
+            g: Tensor,
             b: &Tensor,
             output: &Tensor,
             needs: &NeedsGrad,
         ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let ga = crate::batch::zip_with(g, b, |g: f32, y: f32| g / y)?;
+            let ga = crate::batch::zip_with_owned(g, b, |g: f32, y: f32| g / y)?;
             let gb = if needs.input(1) {
                 Some(crate::batch::zip_with(&ga, output, |q: f32, y: f32| {
                     -q * y
@@ -198,8 +200,8 @@ mod node {
 #[crate::differentiable(crate = crate, batched)]
 pub fn mul_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(c a) = c g da
-    fn vjp(g: &Tensor, c: f32) -> Result<Option<Tensor>> {
-        Ok(Some(map(g, |x: f32| x * c)?))
+    fn vjp(g: Tensor, c: f32) -> Result<Option<Tensor>> {
+        Ok(Some(map_owned(g, |x: f32| x * c)?))
     }
     real!("mul_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x * c) })
 }
@@ -209,8 +211,8 @@ pub fn mul_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 #[crate::differentiable(crate = crate, batched)]
 pub fn add_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a + c) = g da
-    fn vjp(g: &Tensor) -> Option<Tensor> {
-        Some(g.clone())
+    fn vjp(g: Tensor) -> Option<Tensor> {
+        Some(g)
     }
     real!("add_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x + c) })
 }
@@ -220,8 +222,8 @@ pub fn add_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 #[crate::differentiable(crate = crate, batched)]
 pub fn sub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a - c) = g da
-    fn vjp(g: &Tensor) -> Option<Tensor> {
-        Some(g.clone())
+    fn vjp(g: Tensor) -> Option<Tensor> {
+        Some(g)
     }
     real!("sub_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x - c) })
 }
@@ -230,8 +232,8 @@ pub fn sub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 #[crate::differentiable(crate = crate)]
 pub fn rsub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(c - a) = -g da
-    fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(map(g, |g: f32| -g)?))
+    fn vjp(g: Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(map_owned(g, |g: f32| -g)?))
     }
     real!("rsub_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| c - x) })
 }
@@ -240,8 +242,8 @@ pub fn rsub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 #[crate::differentiable(crate = crate)]
 pub fn div_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a / c) = g / c da
-    fn vjp(g: &Tensor, c: f32) -> Result<Option<Tensor>> {
-        Ok(Some(map(g, |g: f32| g / c)?))
+    fn vjp(g: Tensor, c: f32) -> Result<Option<Tensor>> {
+        Ok(Some(map_owned(g, |g: f32| g / c)?))
     }
     real!("div_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x / c) })
 }
@@ -250,9 +252,9 @@ pub fn div_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 #[crate::differentiable(crate = crate)]
 pub fn rdiv_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // y = c / a: dy = -c / a^2 g = -(y / a) g
-    fn vjp(g: &Tensor, a: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+    fn vjp(g: Tensor, a: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
         let q = zip(output, a, |y: f32, x: f32| y / x)?;
-        Ok(Some(zip(g, &q, |g: f32, q: f32| -g * q)?))
+        Ok(Some(zip_owned(g, &q, |g: f32, q: f32| -g * q)?))
     }
     real!("rdiv_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| c / x) })
 }

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 
 use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
-use crate::kernel::map;
+use crate::kernel::{map, map_owned};
 use crate::{differentiable, Tensor};
 
 /// `sqrt(2 / pi)`, the scale inside the tanh approximation of GELU.
@@ -25,8 +25,8 @@ const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 #[differentiable(crate = crate, batched)]
 pub fn neg(a: &Tensor) -> Result<Tensor> {
     // d(-a) = -g da
-    fn vjp(g: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(map(g, |g: f32| -g)?))
+    fn vjp(g: Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(map_owned(g, |g: f32| -g)?))
     }
     numeric!("neg", a, T => map(a, |x: T| x.negated()))
 }
@@ -36,16 +36,20 @@ pub fn neg(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn abs(a: &Tensor) -> Result<Tensor> {
     // d|a| = sign(a) g, sign(0) = 0
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            if x > 0.0 {
-                g
-            } else if x < 0.0 {
-                -g
-            } else {
-                0.0
-            }
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| {
+                if x > 0.0 {
+                    g
+                } else if x < 0.0 {
+                    -g
+                } else {
+                    0.0
+                }
+            },
+        )?))
     }
     numeric!("abs", a, T => map(a, |x: T| x.magnitude()))
 }
@@ -54,8 +58,8 @@ pub fn abs(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn exp(a: &Tensor) -> Result<Tensor> {
     // d e^a = e^a g = y g
-    fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(
+    fn vjp(g: Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             output,
             |g: f32, y: f32| g * y,
@@ -68,8 +72,12 @@ pub fn exp(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn log(a: &Tensor) -> Result<Tensor> {
     // d ln a = g / a
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| g / x)?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| g / x,
+        )?))
     }
     real!("log", a, T => map(a, |x: T| x.ln_()))
 }
@@ -78,8 +86,8 @@ pub fn log(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn sqrt(a: &Tensor) -> Result<Tensor> {
     // d sqrt(a) = g / (2 sqrt(a)) = g / (2 y)
-    fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(
+    fn vjp(g: Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             output,
             |g: f32, y: f32| g / (2.0 * y),
@@ -92,8 +100,8 @@ pub fn sqrt(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn rsqrt(a: &Tensor) -> Result<Tensor> {
     // y = a^(-1/2): dy = -1/2 a^(-3/2) g = -y^3 / 2 g
-    fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(
+    fn vjp(g: Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             output,
             |g: f32, y: f32| -0.5 * g * y * y * y,
@@ -107,14 +115,18 @@ pub fn rsqrt(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
     // d a^p = p a^(p - 1) g
-    fn vjp(g: &Tensor, a: &Tensor, p: f32) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            if p == 0.0 {
-                0.0
-            } else {
-                g * p * x.powf(p - 1.0)
-            }
-        })?))
+    fn vjp(g: Tensor, a: &Tensor, p: f32) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| {
+                if p == 0.0 {
+                    0.0
+                } else {
+                    g * p * x.powf(p - 1.0)
+                }
+            },
+        )?))
     }
     real!("powf", a, T => { let p = T::from_f32(p); map(a, move |x: T| x.powf_(p)) })
 }
@@ -123,8 +135,8 @@ pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn tanh(a: &Tensor) -> Result<Tensor> {
     // d tanh = (1 - y^2) g
-    fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(
+    fn vjp(g: Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             output,
             |g: f32, y: f32| g * (1.0 - y * y),
@@ -138,8 +150,8 @@ pub fn tanh(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn sigmoid(a: &Tensor) -> Result<Tensor> {
     // d sigmoid = y (1 - y) g
-    fn vjp(g: &Tensor, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(
+    fn vjp(g: Tensor, output: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             output,
             |g: f32, y: f32| g * y * (1.0 - y),
@@ -163,14 +175,18 @@ fn logistic<T: Real>(x: T) -> T {
 #[differentiable(crate = crate, batched)]
 pub fn relu(a: &Tensor) -> Result<Tensor> {
     // d relu = [a > 0] g
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            if x > 0.0 {
-                g
-            } else {
-                0.0
-            }
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| {
+                if x > 0.0 {
+                    g
+                } else {
+                    0.0
+                }
+            },
+        )?))
     }
     numeric!("relu", a, T => map(a, |x: T| x.max_of(T::default())))
 }
@@ -179,13 +195,17 @@ pub fn relu(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn gelu(a: &Tensor) -> Result<Tensor> {
     // d (x Phi(x)) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            let x = f64::from(x);
-            let cdf = 0.5 * (1.0 + super::num::erf(x * std::f64::consts::FRAC_1_SQRT_2));
-            let pdf = INV_SQRT_2PI * (-0.5 * x * x).exp();
-            (f64::from(g) * (cdf + x * pdf)) as f32
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| {
+                let x = f64::from(x);
+                let cdf = 0.5 * (1.0 + super::num::erf(x * std::f64::consts::FRAC_1_SQRT_2));
+                let pdf = INV_SQRT_2PI * (-0.5 * x * x).exp();
+                (f64::from(g) * (cdf + x * pdf)) as f32
+            },
+        )?))
     }
     real!("gelu", a, T => {
         let (half, one, r) = (T::from_f32(0.5), T::from_f32(1.0), T::from_f64(std::f64::consts::FRAC_1_SQRT_2));
@@ -198,9 +218,9 @@ pub fn gelu(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
     // u = c (x + k x^3), t = tanh u: d (x (1 + t) / 2) = (1 + t) / 2 + x (1 - t^2) c (1 + 3k x^2) / 2
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         let (c, k) = (SQRT_2_OVER_PI as f32, GELU_CUBIC as f32);
-        Ok(Some(crate::batch::zip_with(
+        Ok(Some(crate::batch::zip_with_owned(
             g,
             a,
             move |g: f32, x: f32| {
@@ -223,11 +243,15 @@ pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn silu(a: &Tensor) -> Result<Tensor> {
     // s = sigmoid x: d (x s) = s + x s (1 - s) = s (1 + x (1 - s))
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            let s = logistic(x);
-            g * s * (1.0 + x * (1.0 - s))
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| {
+                let s = logistic(x);
+                g * s * (1.0 + x * (1.0 - s))
+            },
+        )?))
     }
     real!("silu", a, T => map(a, |x: T| x.times(logistic(x))))
 }
@@ -236,10 +260,12 @@ pub fn silu(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn sin(a: &Tensor) -> Result<Tensor> {
     // d sin = cos(a) g
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            g * x.cos()
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| g * x.cos(),
+        )?))
     }
     real!("sin", a, T => map(a, |x: T| x.sin_()))
 }
@@ -248,10 +274,12 @@ pub fn sin(a: &Tensor) -> Result<Tensor> {
 #[differentiable(crate = crate, batched)]
 pub fn cos(a: &Tensor) -> Result<Tensor> {
     // d cos = -sin(a) g
-    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-            -g * x.sin()
-        })?))
+    fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(crate::batch::zip_with_owned(
+            g,
+            a,
+            |g: f32, x: f32| -g * x.sin(),
+        )?))
     }
     real!("cos", a, T => map(a, |x: T| x.cos_()))
 }
@@ -278,14 +306,18 @@ mod clamp_node {
     #[differentiable(crate = crate, batched)]
     pub(super) fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
         // d clamp = [min <= a <= max] g
-        fn vjp(g: &Tensor, a: &Tensor, min: f32, max: f32) -> Result<Option<Tensor>> {
-            Ok(Some(crate::batch::zip_with(g, a, |g: f32, x: f32| {
-                if (min..=max).contains(&x) {
-                    g
-                } else {
-                    0.0
-                }
-            })?))
+        fn vjp(g: Tensor, a: &Tensor, min: f32, max: f32) -> Result<Option<Tensor>> {
+            Ok(Some(crate::batch::zip_with_owned(
+                g,
+                a,
+                |g: f32, x: f32| {
+                    if (min..=max).contains(&x) {
+                        g
+                    } else {
+                        0.0
+                    }
+                },
+            )?))
         }
         real!("clamp", a, T => {
             let (lo, hi) = (T::from_f32(min), T::from_f32(max));

@@ -284,8 +284,13 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
             }),
         )
     } else {
+        let borrowed = if plan.owns_cotangent {
+            quote!(&#gradient)
+        } else {
+            quote!(#gradient)
+        };
         (
-            quote!(#p::check_cotangent(self, #gradient, &self.#layout, #batch)?;),
+            quote!(#p::check_cotangent(self, #borrowed, &self.#layout, #batch)?;),
             quote!(#gradient),
             None,
         )

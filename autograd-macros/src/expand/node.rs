@@ -70,6 +70,11 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     let saved = id("__saved");
     let impl_generics = g.node_impl();
     let (impl_generics, ty_generics, where_clause) = impl_generics.split_for_impl();
+    let lent_batch = if plan.owns_cotangent {
+        quote!(::core::clone::Clone::clone(gradients))
+    } else {
+        quote!(gradients)
+    };
     let batched_entry = batched.then(|| {
         quote! {
             fn backward_batched(
@@ -80,7 +85,7 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                 #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>>,
             > {
                 ::core::option::Option::Some(
-                    self.#collect(gradients, ::core::option::Option::Some(needed), true),
+                    self.#collect(#lent_batch, ::core::option::Option::Some(needed), true),
                 )
             }
         }
@@ -112,14 +117,25 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
             },
         )
     } else {
+        // A VJP that takes its cotangent by value gets the engine's own (it may compute in
+        // that storage); the entry points that borrow one hand it a clone of the handle.
+        let (cotangent, lent, handed) = if plan.owns_cotangent {
+            (
+                quote!(#p::Tensor),
+                quote!(::core::clone::Clone::clone(gradient)),
+                quote!(gradient),
+            )
+        } else {
+            (quote!(&#p::Tensor), quote!(gradient), quote!(&gradient))
+        };
         (
-            quote!(&#p::Tensor),
+            cotangent,
             quote! {
                 fn backward(
                     &self,
                     gradient: &#p::Tensor,
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#collect(gradient, ::core::option::Option::None, false)
+                    self.#collect(#lent, ::core::option::Option::None, false)
                 }
 
                 fn backward_needed(
@@ -127,16 +143,16 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     gradient: &#p::Tensor,
                     needed: &[bool],
                 ) -> #p::Result<::std::vec::Vec<::core::option::Option<#p::Tensor>>> {
-                    self.#collect(gradient, ::core::option::Option::Some(needed), false)
+                    self.#collect(#lent, ::core::option::Option::Some(needed), false)
                 }
 
                 fn backward_into(
                     &self,
-                    gradient: &#p::Tensor,
+                    gradient: #p::Tensor,
                     needed: &[bool],
                     out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
                 ) -> #p::Result<()> {
-                    self.#run(gradient, ::core::option::Option::Some(needed), false, out)
+                    self.#run(#handed, ::core::option::Option::Some(needed), false, out)
                 }
 
                 #batched_entry
