@@ -941,6 +941,8 @@ pub(crate) fn run_vjp(
         &large
     };
     let mut batch = None;
+    // `backward_into`'s gradients are laid out here, under the lock taken below anyway
+    let lay_out = matches!(g, Cotangent::One(_)) && node.__lays_out_gradients();
     {
         let _guard = no_grad();
         match g {
@@ -980,6 +982,8 @@ pub(crate) fn run_vjp(
             }
             let checked = match batch {
                 Some(k) => gradient::check_batched_cotangent(input, gi, k),
+                None if lay_out => crate::__private::laid_out(input, gi)
+                    .and_then(|gi| gradient::check_cotangent(input, gi)),
                 None => gradient::check_cotangent(input, gi),
             };
             let gi = match checked {

@@ -179,15 +179,19 @@ pub fn check_slice_grads(
 /// the same way, also after a leading batch mode (K batched gradients). Anything else is
 /// returned unchanged for the engine to validate (and reject with `Error::Value`).
 pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
-    let Some(g) = g else { return Ok(None) };
+    g.map(|g| laid_out(input, g)).transpose()
+}
+
+/// [`relayout`] of a present gradient.
+pub(crate) fn laid_out(input: &Tensor, g: Tensor) -> Result<Tensor> {
     if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
-        return Ok(Some(g));
+        return Ok(g);
     }
     if Arc::ptr_eq(g.layout_arc(), input.layout_arc()) || g.shape() == input.shape() {
-        return input.gradient_like(g).map(Some);
+        return input.gradient_like(g);
     }
     if g.subtensor_count() == 1 && g.dims() == input.dims() {
-        return input.f32_like(g.values::<f32>()?).map(Some);
+        return input.f32_like(g.values::<f32>()?);
     }
     // the same for K batched gradients: a leading batch mode before the flattened extents
     let (gd, id) = (g.dims(), input.dims());
@@ -195,10 +199,10 @@ pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
         let want = crate::batch::batched_shape(input.shape(), gd[0])?;
         if *g.shape() != want || !g.layout().is_injective() {
             let layout = Arc::new(Layout::compact_row_major(want)?);
-            return input.f32_with_layout(g.values::<f32>()?, layout).map(Some);
+            return input.f32_with_layout(g.values::<f32>()?, layout);
         }
     }
-    Ok(Some(g))
+    Ok(g)
 }
 
 /// Gradient `index` (a saved-input position) as the node returns it: `None` when the engine
@@ -210,10 +214,17 @@ pub fn gradient_for(
     index: usize,
     g: Option<Tensor>,
 ) -> Result<Option<Tensor>> {
+    relayout(input, wanted(needed, index, g))
+}
+
+/// Gradient `index` as the VJP returned it, or `None` when the engine said it does not want it
+/// (`backward_into`'s gradients, which the engine lays out itself).
+pub fn wanted(needed: Option<&[bool]>, index: usize, g: Option<Tensor>) -> Option<Tensor> {
     if needed.and_then(|n| n.get(index)) == Some(&false) {
-        return Ok(None);
+        None
+    } else {
+        g
     }
-    relayout(input, g)
 }
 
 /// The forward result as a tensor the new node may be attached to: a fresh handle when the

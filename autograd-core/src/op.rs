@@ -701,6 +701,15 @@ pub trait Operation: Send + Sync + 'static {
         }
     }
 
+    /// For the engine: whether [`Operation::backward_into`] returns gradients of its inputs'
+    /// shapes in any layout, for the engine to lay out as `#[differentiable]` ops lay out the
+    /// gradients of their other entry points (hand-written ops' gradients must already address
+    /// their inputs exactly).
+    #[doc(hidden)]
+    fn __lays_out_gradients(&self) -> bool {
+        false
+    }
+
     /// For the engine: a stand-in for result `k` of another node (see
     /// [`Recording::finish_several`]).
     #[doc(hidden)]

@@ -532,6 +532,33 @@ fn gradients_in_another_layout_are_laid_out_like_their_input() {
     );
 }
 
+/// The engine's entry point hands the gradient back as the VJP returned it and the engine lays
+/// it out; the other entry points lay it out themselves. Either way the input gets its layout.
+#[test]
+fn every_entry_point_lays_a_gradient_out_alike() {
+    let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let y = copy_transposed_grad(&x).unwrap();
+    let g = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let node = y.autograd_ctx().unwrap();
+    let direct = node.backward(&g).unwrap()[0].clone().unwrap();
+    assert_eq!(direct.layout(), x.layout());
+    let needed = node.backward_needed(&g, &[true]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(needed.layout(), x.layout());
+    let mut out = Vec::new();
+    node.backward_into(g.clone(), &[true], &mut out).unwrap();
+    let returned = out[0].clone().unwrap();
+    assert_ne!(returned.layout(), x.layout(), "as the VJP returned it");
+    for other in [&direct, &needed, &returned] {
+        assert_eq!(vals(other), vals(&g));
+    }
+    node.backward_into(g.clone(), &[false], &mut out).unwrap();
+    assert!(out[0].is_none(), "an unwanted gradient is dropped");
+    y.backward_with(Some(&g), false).unwrap();
+    assert_eq!(x.grad().unwrap().unwrap().layout(), x.layout());
+}
+
 /// A hand-written op whose backward returns one gradient for two inputs.
 struct WrongCount {
     saved: SavedState,

@@ -36,7 +36,18 @@ fn count(plan: &Plan, k: usize) -> TokenStream {
     }
 }
 
-pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
+/// How the generated body hands its gradients back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gradients {
+    /// Each laid out for its input (`gradient_for`): every entry point but the engine's.
+    LaidOut,
+    /// As the VJP returned them, unwanted ones dropped: `backward_into`, whose caller (the
+    /// engine) lays them out under the lock it takes anyway, so the body reads the saved state
+    /// only for what the VJP itself takes, and not at all when it takes no tensor.
+    AsReturned,
+}
+
+pub(crate) fn generate(plan: &Plan, g: &Inner, gradients: Gradients) -> TokenStream {
     let p = &plan.p;
     let name = plan.name();
     let gradient = id("__g");
@@ -215,6 +226,15 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
         }
     };
     let out = id("__out");
+    let laid_out = gradients == Gradients::LaidOut;
+    // Each gradient as the entry point returns it: laid out for its input, or as returned.
+    let give = |input: TokenStream, at: TokenStream, v: TokenStream| {
+        if laid_out {
+            quote!(#p::gradient_for(#input, #needed, #at, #v)?)
+        } else {
+            quote!(#p::wanted(#needed, #at, #v))
+        }
+    };
     let pushes = plan.inputs.iter().enumerate().map(|(k, input)| {
         let v = &vars[k];
         let at = position(plan, k);
@@ -230,32 +250,35 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
         match input.kind {
             InputKind::One { .. } => {
                 let typed = quote_spanned!(span=> let #v: ::core::option::Option<#p::Tensor> = #v;);
+                let given = give(quote!(&#inputs[#at]), at.clone(), quote!(#v));
                 quote! {
                     #typed
-                    #out.push(#p::gradient_for(&#inputs[#at], #needed, #at, #v)?);
+                    #out.push(#given);
                 }
             }
             InputKind::Optional { .. } => {
                 let present = count(plan, k);
+                let given = give(quote!(&#inputs[#at]), at.clone(), quote!(#v));
                 let typed = quote_spanned!(span=> let #v: ::core::option::Option<#p::Tensor> = #v;);
                 quote! {
                     #typed
                     // An absent input has no saved position: whatever the VJP returned for it
                     // is dropped.
                     if #present == 1 {
-                        #out.push(#p::gradient_for(&#inputs[#at], #needed, #at, #v)?);
+                        #out.push(#given);
                     }
                 }
             }
             InputKind::Slice { .. } => {
                 let n = count(plan, k);
+                let given = give(quote!(&#inputs[#at + __i]), quote!(#at + __i), quote!(__gi));
                 let pname = input.ident.to_string();
                 let typed = quote_spanned!(span=> let #v: ::std::vec::Vec<::core::option::Option<#p::Tensor>> = #v;);
                 quote! {
                     #typed
                     #p::check_slice_grads(self, #pname, #v.len(), #n)?;
-                    for (__i, (__t, __gi)) in #inputs[#at..#at + #n].iter().zip(#v).enumerate() {
-                        #out.push(#p::gradient_for(__t, #needed, #at + __i, __gi)?);
+                    for (__i, __gi) in #v.into_iter().enumerate() {
+                        #out.push(#given);
                     }
                 }
             }
@@ -295,10 +318,25 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
             None,
         )
     };
+    // The saved state is read (and its tensors cloned, so the VJP runs without the lock) for
+    // laying gradients out and for what the VJP takes; as returned, a VJP of the cotangent and
+    // captured values alone needs none of it.
+    let reads_state = laid_out
+        || n_context > 0
+        || plan
+            .args
+            .iter()
+            .any(|a| matches!(a.source, Source::Input(_)));
+    let read = reads_state.then(|| {
+        quote! {
+            let (#inputs, #context) =
+                #p::SavedState::with(&self.#saved, #name, |#s| (#inputs_expr, #context_expr))?;
+        }
+    });
+    let reserve = laid_out.then(|| quote!(#out.reserve(#inputs.len());));
     quote! {
         #check
-        let (#inputs, #context) =
-            #p::SavedState::with(&self.#saved, #name, |#s| (#inputs_expr, #context_expr))?;
+        #read
         #residual_check
         #unreached
         #positions
@@ -310,7 +348,7 @@ pub(crate) fn generate(plan: &Plan, g: &Inner) -> TokenStream {
         };
         #destructure
         #out.clear();
-        #out.reserve(#inputs.len());
+        #reserve
         #(#pushes)*
         ::core::result::Result::Ok(())
     }

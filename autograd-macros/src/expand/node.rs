@@ -9,6 +9,7 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
+use crate::expand::backward::Gradients;
 use crate::expand::generics::Inner;
 use crate::plan::{id, InputKind, Plan};
 
@@ -65,7 +66,30 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
     let batch = id("__batched");
     let out = id("__out");
     let collect = id("__backward_vec");
-    let body = crate::expand::backward::generate(plan, g);
+    let body = crate::expand::backward::generate(plan, g, Gradients::LaidOut);
+    // the engine's entry point (one output only): gradients as the VJP returned them
+    let run_as_returned = id("__backward_as_returned");
+    let as_returned = (!plan.several()).then(|| {
+        let body = crate::expand::backward::generate(plan, g, Gradients::AsReturned);
+        let cotangent = if plan.owns_cotangent {
+            quote!(#p::Tensor)
+        } else {
+            quote!(&#p::Tensor)
+        };
+        quote! {
+            /// [`Self::__backward`] for `backward_into`: the gradients as the VJP returned
+            /// them (unwanted ones dropped), for the engine to lay out.
+            fn #run_as_returned(
+                &self,
+                #gradient: #cotangent,
+                #needed: ::core::option::Option<&[bool]>,
+                #batch: bool,
+                #out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
+            ) -> #p::Result<()> {
+                #body
+            }
+        }
+    });
     let input_name = input_name(plan);
     let saved = id("__saved");
     let impl_generics = g.node_impl();
@@ -152,7 +176,16 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
                     needed: &[bool],
                     out: &mut ::std::vec::Vec<::core::option::Option<#p::Tensor>>,
                 ) -> #p::Result<()> {
-                    self.#run(#handed, ::core::option::Option::Some(needed), false, out)
+                    self.#run_as_returned(
+                        #handed,
+                        ::core::option::Option::Some(needed),
+                        false,
+                        out,
+                    )
+                }
+
+                fn __lays_out_gradients(&self) -> bool {
+                    true
                 }
 
                 #batched_entry
@@ -173,6 +206,8 @@ pub(crate) fn operation(plan: &Plan, g: &Inner, batched: bool) -> TokenStream {
             ) -> #p::Result<()> {
                 #body
             }
+
+            #as_returned
 
             /// The VJP into a vector of its own (every entry point but the engine's
             /// `backward_into`).
