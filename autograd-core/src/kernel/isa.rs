@@ -3,6 +3,10 @@
 //! widest the running CPU has is run, so the build needs no `-C target-cpu` and runs on any
 //! x86-64 (elsewhere, the baseline only).
 
+/// Loops shorter than this run the baseline copy under `simd!(len = ..; ..)`.
+#[doc(hidden)]
+pub const SIMD_MIN: usize = 8;
+
 /// Whether the running CPU has AVX2 and FMA (`std` caches the detection).
 #[doc(hidden)]
 #[cfg(target_arch = "x86_64")]
@@ -59,8 +63,19 @@ pub unsafe fn avx2<R>(run: impl FnOnce() -> R) -> R {
 /// autograd_core::simd!(scale(&mut xs, 3.0));
 /// assert!(xs.iter().all(|&x| x == 3.0));
 /// ```
+///
+/// `simd!(len = n; body(args..))` runs the baseline copy when `n`, the loop's length, is below
+/// [`SIMD_MIN`]: a few elements (a scalar loss, a small bias) take less than the dispatch and the
+/// vector prologue.
 #[macro_export]
 macro_rules! simd {
+    (len = $n:expr; $body:ident($($arg:expr),* $(,)?)) => {{
+        if $n < $crate::kernel::isa::SIMD_MIN {
+            $body($($arg),*)
+        } else {
+            $crate::simd!($body($($arg),*))
+        }
+    }};
     ($body:ident($($arg:expr),* $(,)?)) => {{
         #[cfg(target_arch = "x86_64")]
         let out = if $crate::kernel::isa::widest() {

@@ -103,7 +103,7 @@ fn update_in_place<T: Element>(s: &mut [T], f: impl Fn(T) -> T + Sync) {
             *v = f(*v);
         }
     }
-    run_chunks(s, |_, o| crate::simd!(body(o, &f)));
+    run_chunks(s, |_, o| crate::simd!(len = o.len(); body(o, &f)));
 }
 
 /// `s[i] = f(s[i], ys[i])`, in parallel above the threshold, compiled like [`zip_slices`].
@@ -115,7 +115,7 @@ fn zip_in_place<T: Element, U: Element>(s: &mut [T], ys: &[U], f: &(impl Fn(T, U
     }
     run_chunks(s, |start, o| {
         let ys = &ys[start..start + o.len()];
-        crate::simd!(body(o, ys, f));
+        crate::simd!(len = o.len(); body(o, ys, f));
     });
 }
 
@@ -294,7 +294,7 @@ fn map_slice<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> 
     fn body<T: Element, U: Element>(out: &mut [U], xs: &[T], f: &impl Fn(T) -> U) {
         out.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
     }
-    crate::simd!(body(out, xs, f));
+    crate::simd!(len = out.len(); body(out, xs, f));
 }
 
 /// `out[i] = f(xs[i], ys[i])`, compiled like [`map_slice`].
@@ -316,7 +316,7 @@ fn zip_slices<T: Element, U: Element, V: Element>(
             .zip(xs.iter().zip(ys))
             .for_each(|(o, (&p, &q))| *o = f(p, q));
     }
-    crate::simd!(body(out, xs, ys, f));
+    crate::simd!(len = out.len(); body(out, xs, ys, f));
 }
 
 #[cfg(test)]
