@@ -15,8 +15,8 @@ use crate::{differentiable, DType, Element, Tensor};
 #[differentiable(crate = crate)]
 pub fn to_dtype(a: &Tensor, dtype: &DType) -> Result<Tensor> {
     // Float32 -> Float32 is the identity: d a = g
-    fn vjp(g: &Tensor) -> Option<Tensor> {
-        Some(g.clone())
+    fn vjp(g: Tensor) -> Option<Tensor> {
+        Some(g)
     }
     if a.dtype() == dtype {
         return Ok(a.detach());

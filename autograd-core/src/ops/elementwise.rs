@@ -155,7 +155,7 @@ mod node {
     /// The share of `g` that the first operand of a max/min gets: all of it where it won,
     /// half on a tie, none where it lost.
     fn winner_shares(
-        g: &Tensor,
+        g: Tensor,
         a: &Tensor,
         b: &Tensor,
         wins: fn(f32, f32) -> bool,
@@ -169,15 +169,15 @@ mod node {
                 0.0
             }
         })?;
-        let ga = crate::batch::zip_with(g, &share, |g: f32, s: f32| g * s)?;
-        let gb = crate::batch::zip_with(g, &share, |g: f32, s: f32| g * (1.0 - s))?;
+        let ga = crate::batch::zip_with(&g, &share, |g: f32, s: f32| g * s)?;
+        let gb = crate::batch::zip_with_owned(g, &share, |g: f32, s: f32| g * (1.0 - s))?;
         Ok((ga, gb))
     }
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d max(a, b) = g [a > b] da + g [b > a] db, g/2 to each on a tie
-        fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        fn vjp(g: Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
             let (ga, gb) = winner_shares(g, a, b, |x, y| x > y)?;
             Ok((Some(ga), Some(gb)))
         }
@@ -187,7 +187,7 @@ mod node {
     #[differentiable(crate = crate, batched)]
     pub(super) fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d min(a, b) = g [a < b] da + g [b < a] db, g/2 to each on a tie
-        fn vjp(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        fn vjp(g: Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
             let (ga, gb) = winner_shares(g, a, b, |x, y| x < y)?;
             Ok((Some(ga), Some(gb)))
         }

@@ -54,17 +54,13 @@ pub fn dropout(x: &Tensor, p: f32, training: bool, rng: &mut Rng) -> Result<Tens
 #[differentiable]
 fn apply_mask(x: &Tensor, keep: &Tensor, scale: f32) -> Result<Tensor> {
     // y = [keep] scale x:  dx = [keep] scale g; the Bool mask has no gradient
-    fn vjp(g: &Tensor, keep: &Tensor, scale: f32) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        Ok((Some(masked(g, keep, scale)?), None))
+    fn vjp(g: Tensor, keep: &Tensor, scale: f32) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(kernel::zip_owned(g, keep, kept(scale))?), None))
     }
-    masked(x, keep, scale)
+    kernel::zip(x, keep, kept(scale))
 }
 
-/// `[keep] scale v` elementwise.
-fn masked(v: &Tensor, keep: &Tensor, scale: f32) -> Result<Tensor> {
-    kernel::zip(
-        v,
-        keep,
-        move |v: f32, k: bool| if k { v * scale } else { 0.0 },
-    )
+/// `[k] scale v` for one element `v` and its mask bit `k`.
+fn kept(scale: f32) -> impl Fn(f32, bool) -> f32 + Sync {
+    move |v, k| if k { v * scale } else { 0.0 }
 }
