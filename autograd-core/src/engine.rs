@@ -902,8 +902,10 @@ impl Pending {
 /// which differentiable inputs' gradients are `needed`, checks the versions again (a write
 /// racing with the VJP must not leak into its result), checks the gradient count and
 /// validates each gradient against its input (spec: cotangent layouts must address the target
-/// exactly). Hands `(input index, input, gradient per logical position)` to `each` for every
-/// needed input that received one. `needed` and `each` run while the node's saved state is
+/// exactly), after laying it out for the input when the node asks for that
+/// ([`Operation::__lays_out_gradients`]: `#[differentiable]` nodes' `backward_into`). Hands
+/// `(input index, input, gradient per logical position)` to `each` for every needed input
+/// that received one. `needed` and `each` run while the node's saved state is
 /// locked, so they must not touch the node. With a `claim` token, a successful run also claims
 /// the node for that traversal's release, under the same lock.
 pub(crate) fn run_vjp(
@@ -982,9 +984,13 @@ pub(crate) fn run_vjp(
             }
             let checked = match batch {
                 Some(k) => gradient::check_batched_cotangent(input, gi, k),
-                None if lay_out && !gradient::addresses_exactly(input, &gi) => {
-                    crate::__private::laid_out(input, gi)
-                        .and_then(|gi| gradient::check_cotangent(input, gi))
+                None if lay_out => {
+                    if gradient::addresses_exactly(input, &gi) {
+                        Ok(gi)
+                    } else {
+                        crate::__private::laid_out(input, gi)
+                            .and_then(|gi| gradient::check_cotangent(input, gi))
+                    }
                 }
                 None => gradient::check_cotangent(input, gi),
             };

@@ -294,28 +294,18 @@ pub(crate) fn detached_copy(g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tens
 /// node or gradient of its own. Such a `g` already is a detached value in fresh storage (a
 /// VJP result or a private sum made during this traversal), and a copy would be a pass over
 /// every element of every large gradient for nothing.
-pub(crate) fn detached(g: Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
-    if is_private(&g, class) {
+pub(crate) fn detached(mut g: Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
+    if is_private(&mut g, class) {
         return Ok(g);
     }
     detached_copy(&g, class)
 }
 
-fn is_private(g: &Tensor, class: &Arc<dyn Carrier>) -> bool {
-    let crate::tensor::Parts::One { carrier, offset } = &g.0.parts else {
-        return false;
-    };
-    g.0.is_unique()
-        && Arc::strong_count(carrier) == 1
-        && Arc::weak_count(carrier) == 0
-        && *offset == 0
-        && carrier.len() == g.layout().cosize()
-        && carrier.same_class(class.as_ref())
-        && !g.retains_grad()
-        && {
-            let state = g.state();
-            state.ctx.is_none() && state.grad.is_none()
-        }
+fn is_private(g: &mut Tensor, class: &Arc<dyn Carrier>) -> bool {
+    let cosize = g.layout().cosize();
+    g.sole_carrier().is_some_and(|(carrier, offset)| {
+        offset == 0 && carrier.len() == cosize && carrier.same_class(class.as_ref())
+    })
 }
 
 impl Tensor {

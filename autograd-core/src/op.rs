@@ -645,10 +645,14 @@ pub trait Operation: Send + Sync + 'static {
     /// [`Operation::backward_needed`] writing its gradients into `out` (on success, whatever
     /// `out` held before is replaced; after an error its contents are unspecified), so that a
     /// traversal reuses one vector for every node it runs instead of allocating one per node.
-    /// The engine calls this for single-result nodes and hands the cotangent over: when the op
-    /// holds its only handle and storage, it may compute a gradient in that storage instead of
-    /// allocating (see [`crate::kernel::map_owned`]). The default takes `backward_needed`'s
-    /// vector; `#[differentiable]` ops fill `out` directly.
+    /// The engine calls this for single-result nodes and hands the cotangent over: when nothing
+    /// else holds it, the op may compute a gradient in its storage instead of allocating (see
+    /// [`crate::kernel::map_owned`]). The default takes `backward_needed`'s vector.
+    /// `#[differentiable]` ops fill `out` directly with their gradients as their VJP returned
+    /// them, in any layout of their inputs' shapes, and tell the engine, which lays them out;
+    /// they read their saved state only for what the VJP takes, so a released node is reported
+    /// by the engine rather than here. A wrapper forwarding to another node should forward
+    /// `backward_needed`, whose gradients address their inputs exactly.
     fn backward_into(
         &self,
         gradient: Tensor,

@@ -445,26 +445,21 @@ impl Tensor {
         }
     }
 
-    /// The CPU storage and offset of a compact row-major tensor whose elements nothing else
-    /// reaches: this is its only handle, and no other tensor, view or carrier reference holds
-    /// its one carrier. A kernel handed the tensor may then overwrite the elements in place (a
-    /// VJP reusing its cotangent); it still writes through the carrier's lock, which bumps the
-    /// version, so even a reference made concurrently never reads torn or unannounced values.
-    pub(crate) fn sole_storage(&self) -> Option<(&CpuCarrier<dyn crate::carrier::Store>, usize)> {
+    /// The one carrier, and the offset into it, of a tensor nothing else can observe: this is
+    /// its only handle (so `&mut self` keeps it so), it has no node and no `.grad` and does not
+    /// retain one, and no other tensor, view or reference holds the carrier. Its storage may
+    /// then be reused unseen: kept as a gradient, or overwritten by a kernel it was handed to.
+    pub(crate) fn sole_carrier(&mut self) -> Option<(&Arc<dyn Carrier>, usize)> {
+        let untracked = !self.retains_grad()
+            && self
+                .0
+                .autograd_mut()
+                .is_some_and(|state| state.ctx.is_none() && state.grad.is_none());
         let Parts::One { carrier, offset } = &self.0.parts else {
             return None;
         };
-        let l = self.layout();
-        let sole = self.0.is_unique()
-            && Arc::strong_count(carrier) == 1
-            && Arc::weak_count(carrier) == 0
-            && l.size() == l.cosize()
-            && l.is_row_major_contiguous();
-        if sole {
-            carrier.as_cpu().map(|cpu| (cpu, *offset))
-        } else {
-            None
-        }
+        let sole = untracked && Arc::strong_count(carrier) == 1 && Arc::weak_count(carrier) == 0;
+        sole.then_some((carrier, *offset))
     }
 
     pub(crate) fn part_carrier(&self, part: usize) -> &Arc<dyn Carrier> {

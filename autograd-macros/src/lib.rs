@@ -116,12 +116,13 @@
 //!   for an absent input is dropped). A wrong count or element type is a compile error on the
 //!   return type. The VJP runs with graph construction disabled.
 //! - **Taking the cotangent over.** A one-output VJP may take its cotangent by value,
-//!   `fn vjp(g: Tensor, ...)`: the engine then hands over its own, and the VJP may compute a
+//!   `fn vjp(g: Tensor, ...)`: a traversal then hands over its own, and the VJP may compute a
 //!   gradient in that storage with `kernel::map_owned` or `kernel::zip_owned` (or return `g`
-//!   itself), as `mul_scalar`, `tanh` and the other elementwise ops do, so a chain of them
-//!   allocates no gradient buffers. Those kernels write in place only when nothing else reaches
-//!   the storage (a cotangent the user passed, a retained `.grad`, a leaf's gradient, a clone or
-//!   a view keep their values); direct calls through `Operation::backward` lend a clone.
+//!   itself), as `mul_scalar`, `tanh` and the other elementwise ops do, so that along a chain of
+//!   them one gradient buffer is passed down instead of one allocated per node. Those kernels
+//!   write in place only when nothing else can observe the tensor (a cotangent the user passed,
+//!   a retained `.grad`, a leaf's gradient, a clone, a view or a tensor in a graph keep their
+//!   values); direct calls through `Operation::backward` lend the VJP a clone.
 //! - **Which gradients are wanted.** A VJP may take `needs: &NeedsGrad` (no import needed:
 //!   the macro recognises the type name) to learn which gradients the traversal will use,
 //!   like PyTorch's `needs_input_grad`: `needs.input(k)` for tensor parameter `k` (gradient
@@ -130,9 +131,10 @@
 //!   depends on it (functional `grad` asking only for a matmul's weights does not want the
 //!   data batch's gradient), so the VJP may skip it and return `None`; an unwanted gradient it
 //!   returns anyway is dropped. The node implements `Operation::backward_needed` and
-//!   `Operation::backward_into` (the same, filling the engine's reused gradient vector), which
-//!   the engine calls with its mask, and `backward` as `backward_needed` with every gradient
-//!   wanted (for several outputs, `backward_outputs` gets the same mask).
+//!   `Operation::backward_into` (the engine's: the same into its reused gradient vector, the
+//!   gradients as the VJP returned them for the engine to lay out), which the engine calls with
+//!   its mask, and `backward` as `backward_needed` with every gradient wanted (for several
+//!   outputs, `backward_outputs` gets the same mask).
 //! - **Layouts and broadcasting.** VJPs need not care about strides: a gradient whose shape
 //!   matches its input but whose layout does not is re-laid out to the input's layout. A VJP
 //!   receives the cotangent of its result per logical position, in an injective layout,
@@ -140,8 +142,8 @@
 //!   (broadcast) view: then each position carries only its own contribution, and a VJP that
 //!   produced one storage slot for many positions must sum over those positions itself. For
 //!   each input it returns the cotangent per logical position of that input (any layout of the
-//!   input's shape; the generated code re-lays it out), never pre-summed over aliased
-//!   positions: the engine folds broadcast aliases (sums per storage slot) only where a
+//!   input's shape; the generated code, or the engine, re-lays it out), never pre-summed over
+//!   aliased positions: the engine folds broadcast aliases (sums per storage slot) only where a
 //!   gradient leaves the graph, into `.grad` and into `grad`'s results. For example,
 //!   `broadcast_to(x, [2, 3])` with `x` of shape `[3]` gets `g` of shape `[2, 3]` and returns
 //!   `g` summed over the first axis:

@@ -382,8 +382,8 @@ fn check_cotangent(cx: &Ctxt, f: &Function, vjp: &Vjp) {
     }
 }
 
-/// The cotangent's type: `&Tensor` for one output; for `n` outputs a tuple of `n`
-/// `Option<&Tensor>` (`None` for an output the traversal did not reach).
+/// The cotangent's type: `&Tensor` for one output, or `Tensor` to take it over; for `n` outputs
+/// a tuple of `n` `Option<&Tensor>` (`None` for an output the traversal did not reach).
 fn check_cotangent_type(cx: &Ctxt, f: &Function, n: usize, ty: &Type) {
     let spelled = cotangent_spelling(n);
     let name = f.name();

@@ -87,6 +87,55 @@ fn map_owned_of_the_wrong_dtype_is_the_same_error_as_map() {
     assert_eq!(a.values::<i32>().unwrap(), [1, 2]);
 }
 
+/// A tensor with a node or a `.grad` is not overwritten: the result is `map`'s, a fresh tensor
+/// outside the graph, and the node still differentiates what it recorded.
+#[test]
+fn map_owned_leaves_a_tensor_in_a_graph_alone() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let y = mul_scalar(&x, 2.0).unwrap();
+    let node = y.autograd_ctx().unwrap();
+    let y_id = carrier_id(&y);
+    let squared = map_owned(y, |v: f32| v * v).unwrap();
+    assert!(squared.autograd_ctx().is_none());
+    assert_ne!(carrier_id(&squared), y_id);
+    assert_eq!(vals(&squared), [4.0, 16.0]);
+    let gs = node.backward(&t(&[1.0, 1.0], &[2])).unwrap();
+    assert_eq!(vals(gs[0].as_ref().unwrap()), [2.0, 2.0]);
+
+    let leaf = t(&[3.0], &[1]);
+    sum(&mul_scalar(&leaf, 5.0).unwrap())
+        .unwrap()
+        .backward()
+        .unwrap();
+    let r = map_owned(leaf, |v: f32| v + 1.0).unwrap();
+    assert_eq!(grad_vals(&r), None, "the result carries no gradient");
+    assert_eq!(vals(&r), [4.0]);
+}
+
+/// Records of a compound dtype are not elements a map can reach: refused as `map` refuses
+/// them, storage untouched.
+#[test]
+fn map_owned_refuses_a_compound_dtype_as_map_does() {
+    let pair = autograd_core::DType::compound([
+        ("re", autograd_core::DType::Float32),
+        ("im", autograd_core::DType::Float32),
+    ])
+    .unwrap();
+    let storage = t(&[1.0, 2.0, 3.0, 4.0], &[4]);
+    let carrier = storage.carrier().unwrap().clone();
+    let records = storage
+        .with_layout_detached(autograd_core::Layout::row_major(&[2]).unwrap(), 0)
+        .unwrap()
+        .with_logical_dtype(pair)
+        .unwrap();
+    drop(storage);
+    drop(carrier);
+    let err = map_owned(records.clone(), |v: f32| v * 10.0).unwrap_err();
+    assert_eq!(err.kind(), autograd_core::ErrorKind::NotImplemented);
+    let err = map_owned(records, |v: f32| v * 10.0).unwrap_err();
+    assert_eq!(err.kind(), autograd_core::ErrorKind::NotImplemented);
+}
+
 #[test]
 fn zip_owned_reads_a_broadcast_operand_beside_the_one_it_overwrites() {
     let a = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);

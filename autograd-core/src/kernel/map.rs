@@ -42,29 +42,30 @@ pub fn zip<T: Element, U: Element, V: Element>(
     })?
 }
 
-/// [`map`] for a tensor the caller hands over: when nothing else reaches `a`'s storage (its
-/// only handle, a carrier no view or copy shares, a compact row-major layout), `f` overwrites
-/// the elements in place and `a` itself is returned; otherwise as [`map`]. A VJP that takes its
-/// cotangent by value (`fn vjp(g: Tensor, ..)`) uses it so that a chain of such VJPs allocates
-/// no gradient buffers.
-pub fn map_owned<T: Element>(a: Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
-    if in_place::<T>(&a, |s| update_in_place(s, &f)) {
+/// [`map`] for a tensor the caller hands over: when nothing else can observe `a` (its only
+/// handle, no node or `.grad`, a carrier no view or copy shares) and it is a compact row-major
+/// CPU tensor of `T`, `f` overwrites its elements in place and `a` itself is returned; otherwise
+/// the result is [`map`]'s. A VJP that takes its cotangent by value (`fn vjp(g: Tensor, ..)`)
+/// uses it so that a chain of such VJPs passes one gradient buffer down instead of allocating
+/// one per node.
+pub fn map_owned<T: Element>(mut a: Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
+    if in_place::<T>(&mut a, |s| update_in_place(s, &f)) {
         return Ok(a);
     }
     map(&a, f)
 }
 
 /// [`zip`] for a first operand the caller hands over: in place in `a`'s storage when
-/// [`map_owned`] would write there and `b`'s elements are one slice or a walk of runs (a
-/// stride-0 broadcast of a saved tensor beside a batched cotangent), else as [`zip`].
+/// [`map_owned`] would write there and `b` has `a`'s shape (any layout: a stride-0 broadcast of
+/// a saved tensor beside a batched cotangent is walked run by run); otherwise [`zip`]'s result.
 pub fn zip_owned<T: Element, U: Element>(
-    a: Tensor,
+    mut a: Tensor,
     b: &Tensor,
     f: impl Fn(T, U) -> T + Sync,
 ) -> Result<Tensor> {
     if a.shape() == b.shape() {
         let done = read::<U, _>(b, |y| {
-            in_place::<T>(&a, |s| match y.as_slice() {
+            in_place::<T>(&mut a, |s| match y.as_slice() {
                 Some(ys) => zip_in_place(s, ys, &f),
                 None => run_chunks(s, |start, o| zip_runs_in_place(o, &y, start, &f)),
             })
@@ -76,22 +77,33 @@ pub fn zip_owned<T: Element, U: Element>(
     zip(&a, b, f)
 }
 
-/// Runs `update` on `a`'s elements in place when nothing else reaches them (see
-/// [`Tensor::sole_storage`]); false, with nothing written, when it cannot.
-fn in_place<T: Element>(a: &Tensor, update: impl FnOnce(&mut [T])) -> bool {
-    let Some((cpu, offset)) = a.sole_storage() else {
+/// Runs `update` on `a`'s elements in place when nothing else can observe them (see
+/// [`Tensor::sole_carrier`]) and they are one compact row-major run of `T` on the CPU; false,
+/// with nothing written and no version bumped, when it cannot. The write still takes the
+/// carrier's lock and bumps its version, as every write does.
+fn in_place<T: Element>(a: &mut Tensor, update: impl FnOnce(&mut [T])) -> bool {
+    let l = a.layout();
+    let n = l.size();
+    if a.dtype() != &T::DTYPE || l.size() != l.cosize() || !l.is_row_major_contiguous() {
+        return false;
+    }
+    let Some((carrier, offset)) = a.sole_carrier() else {
         return false;
     };
-    let n = a.layout().size();
-    // a dtype other than `T` gives no access (and no version bump): `map` reports it
-    cpu.with_slice_mut::<T, _>(|s| match s.get_mut(offset..offset + n) {
-        Some(s) => {
+    let fits = offset
+        .checked_add(n)
+        .is_some_and(|end| end <= carrier.len());
+    let Some(cpu) = carrier.as_cpu().filter(|_| fits) else {
+        return false;
+    };
+    // a storage dtype other than `T` gives no access (and no version bump)
+    cpu.with_slice_mut::<T, _>(|s| {
+        if let Some(s) = s.get_mut(offset..offset + n) {
             update(s);
-            Ok(true)
         }
-        None => Ok(false),
+        Ok(())
     })
-    .unwrap_or(false)
+    .is_ok()
 }
 
 /// `s[i] = f(s[i])`, in parallel above the threshold, compiled like [`map_slice`].

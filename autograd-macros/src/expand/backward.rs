@@ -1,7 +1,8 @@
 //! The body of the node's backward: check the cotangent (one per output for several outputs),
-//! read the saved state, hand the VJP its arguments in its own order, and lay its gradients
-//! out as the engine expects, one per saved input, dropping the ones the engine said it does
-//! not want.
+//! read the saved state, hand the VJP its arguments in its own order, and hand back its
+//! gradients, one per saved input, dropping the ones the engine said it does not want: each
+//! laid out for its input, or, for the engine's `backward_into`, as the VJP returned them (the
+//! engine lays those out, and the body reads the saved state only for what the VJP takes).
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
