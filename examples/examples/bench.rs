@@ -48,22 +48,20 @@ fn parse_args() -> Args {
 
 /// Runs `f` once to warm up, then `runs` times; returns the durations sorted.
 fn measure(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<Duration>> {
-    measure_timed(runs, || {
+    let mut times = repeat(runs, || {
         let start = Instant::now();
         f()?;
         Ok(start.elapsed())
-    })
-}
-
-/// [`measure`] for a workload that times its own region: `f` returns the duration to count.
-fn measure_timed(runs: usize, mut f: impl FnMut() -> Result<Duration>) -> Result<Vec<Duration>> {
-    f()?;
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        times.push(f()?);
-    }
+    })?;
     times.sort();
     Ok(times)
+}
+
+/// Runs `f` once to warm up, then `runs` times; returns what those runs returned, in order (a
+/// workload that times its own regions returns their durations).
+fn repeat<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<Vec<T>> {
+    f()?;
+    (0..runs).map(|_| f()).collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -122,11 +120,7 @@ fn chain(n: usize, steps: usize) -> Result<ChainTimes> {
 fn w1(name: &str, n: usize, quick: bool) -> Result<()> {
     let steps = if quick { 2_000 } else { 20_000 };
     let runs = if quick { 3 } else { 7 };
-    chain(n, steps)?;
-    let mut passes = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        passes.push(chain(n, steps)?);
-    }
+    let passes = repeat(runs, || chain(n, steps))?;
     let ops = (2 * steps + 1) as f64;
     let per_op = |d: Duration| d.as_secs_f64() * 1e9 / ops;
     let median_of = |mut v: Vec<Duration>| {

@@ -80,9 +80,13 @@ fn map_owned_of_a_transposed_tensor_is_compact_and_logical() {
 
 #[test]
 fn map_owned_of_the_wrong_dtype_is_the_same_error_as_map() {
-    let a = Tensor::from_vec(vec![1i32, 2], autograd_core::shape![2]).unwrap();
+    let ints = || Tensor::from_vec(vec![1i32, 2], autograd_core::shape![2]).unwrap();
+    let like = autograd_core::kernel::map(&ints(), |v: f32| v).unwrap_err();
+    // handed over alone (the in-place path refuses it) and beside a clone (it never tries)
+    let err = map_owned(ints(), |v: f32| v).unwrap_err();
+    assert_eq!(err.kind(), like.kind());
+    let a = ints();
     let err = map_owned(a.clone(), |v: f32| v).unwrap_err();
-    let like = autograd_core::kernel::map(&a, |v: f32| v).unwrap_err();
     assert_eq!(err.kind(), like.kind());
     assert_eq!(a.values::<i32>().unwrap(), [1, 2]);
 }
