@@ -185,12 +185,14 @@ pub(crate) struct Plan {
 impl Drop for Plan {
     fn drop(&mut self) {
         let mut nodes = std::mem::take(&mut self.nodes);
-        if let Some(me) = self.release.get() {
-            for node in nodes.drain(..) {
+        let release = self.release.get();
+        for node in nodes.drain(..) {
+            if let Some(me) = release {
                 drop(node.saved().release_claimed(me));
             }
+            // most nodes go with the plan's reference: their allocations serve the next pass
+            crate::arc_cache::recycle(node);
         }
-        nodes.clear();
         spare_nodes::keep(nodes);
     }
 }

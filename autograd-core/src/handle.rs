@@ -128,7 +128,9 @@ impl Drop for Handle {
             let inner = &mut (*header).inner;
             let home = std::mem::replace(&mut inner.parts, Parts::Many(Box::new([])));
             std::ptr::drop_in_place(inner);
-            drop(home);
+            if let Parts::One { carrier, .. } = home {
+                crate::arc_cache::recycle(carrier);
+            }
         }
     }
 }
@@ -202,7 +204,7 @@ impl<S: Store> Carrier for Block<S> {
 /// A handle to a new Float32 tensor of `layout` over `carrier`, its header and carrier in one
 /// allocation.
 fn homed<S: Store>(carrier: CpuCarrier<S>, layout: Arc<Layout>) -> Handle {
-    let block = Arc::new(Block {
+    let block = crate::arc_cache::new_arc(Block {
         header: UnsafeCell::new(MaybeUninit::uninit()),
         carrier,
     });

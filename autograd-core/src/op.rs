@@ -857,7 +857,7 @@ impl Recording {
     ) -> Tensor {
         let mut result = own_result(result);
         if result.is_differentiable() {
-            let node: Node = Arc::new(make(SavedState::from_parts(
+            let node: Node = crate::arc_cache::new_arc(make(SavedState::from_parts(
                 self.inputs,
                 self.more_versions,
                 context,
