@@ -9,7 +9,7 @@ use crate::carrier::CarrierId;
 use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
 use crate::ids::id_source;
-use crate::tensor::Tensor;
+use crate::tensor::{Parts, Tensor};
 use crate::word_lock::{backoff, WordGuard, WordLock};
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
@@ -164,6 +164,11 @@ impl SavedExtra {
         self.0.as_deref().map_or(&[], |e| &e.context)
     }
 
+    /// Whether no input has carriers after its first.
+    fn more_versions_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|e| e.more_versions.is_empty())
+    }
+
     fn more_versions(&self, input: usize) -> &[u64] {
         self.0
             .as_deref()
@@ -246,9 +251,24 @@ impl Saved {
         }
     }
 
-    /// The first saved input modified since it was saved, in one pass over the inputs (it
-    /// runs twice per VJP).
+    /// The first saved input modified since it was saved (it runs twice per VJP): one look
+    /// per input when every input has one carrier and none was written.
     pub(crate) fn modification(&self) -> Option<Modification> {
+        let untouched = self.extra.more_versions_empty()
+            && self.inputs.iter().all(|(t, first)| match &t.0.parts {
+                Parts::One { carrier, .. } => carrier.version() == *first,
+                Parts::Many(_) => false,
+            });
+        if untouched {
+            return None;
+        }
+        self.first_modification()
+    }
+
+    /// [`Saved::modification`] in full, input by input.
+    #[cold]
+    #[inline(never)]
+    fn first_modification(&self) -> Option<Modification> {
         self.inputs
             .iter()
             .enumerate()
