@@ -761,9 +761,10 @@ fn drop_node(node: Node) {
                 }
             }
         });
-        // `node` is dropped here: what its own fields held waits in `PENDING` until the stack
-        // runs dry (one thread-local look per batch, not per node)
-        drop(node);
+        // `node` is dropped here (its allocation kept for the next node): what its own fields
+        // held waits in `PENDING` until the stack runs dry (one thread-local look per batch,
+        // not per node)
+        crate::arc_cache::recycle(node);
     }
     drop(draining);
 }
