@@ -349,6 +349,52 @@ mod tests {
         assert_eq!(cached_bytes(), 0);
     }
 
+    /// A training step's pattern: the nodes and result blocks a backward released (or a
+    /// dropped graph emptied) are where the next forward's go, and nothing of the old graph
+    /// shows through.
+    #[test]
+    fn a_released_graph_feeds_the_next_forward() -> crate::Result<()> {
+        use crate::ops::{mul_scalar, sum};
+        use crate::{shape, Tensor};
+        fn node_at(t: &Tensor) -> usize {
+            t.autograd_ctx()
+                .map_or(0, |n| Arc::as_ptr(&n).cast::<u8>() as usize)
+        }
+        fn block_at(t: &Tensor) -> crate::Result<usize> {
+            Ok(Arc::as_ptr(t.carrier()?).cast::<u8>() as usize)
+        }
+        clear();
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], shape![2])?;
+        let y = mul_scalar(&x, 2.0)?;
+        let z = mul_scalar(&y, 3.0)?;
+        let nodes = [node_at(&y), node_at(&z)];
+        let blocks = [block_at(&y)?, block_at(&z)?];
+        let loss = sum(&z)?;
+        loss.backward()?;
+        // z's node goes with the backward's release, y's when y (its last holder) goes
+        drop((loss, z));
+        drop(y);
+        let cached = cached_bytes();
+        assert!(cached > 0);
+        let w = mul_scalar(&x, 4.0)?;
+        let v = mul_scalar(&w, 0.5)?;
+        assert!(
+            cached_bytes() < cached,
+            "the new nodes and blocks came from the cache"
+        );
+        assert!(nodes.contains(&node_at(&w)) && nodes.contains(&node_at(&v)));
+        assert!(blocks.contains(&block_at(&w)?) && blocks.contains(&block_at(&v)?));
+        assert_eq!(w.values::<f32>()?, [4.0, 8.0]);
+        assert_eq!(v.values::<f32>()?, [2.0, 4.0]);
+        assert!(w.grad()?.is_none() && w.autograd_ctx().is_some());
+        sum(&v)?.backward()?;
+        assert_eq!(
+            x.grad()?.map(|g| g.values::<f32>()).transpose()?,
+            Some(vec![8.0, 8.0])
+        );
+        Ok(())
+    }
+
     #[test]
     fn classes_cover_the_sizes_of_their_alignment() {
         assert!(Class::of(0, 8).is_none());
