@@ -761,9 +761,9 @@ fn drop_node(node: Node) {
                 }
             }
         });
-        // `node` is dropped here (its allocation kept for the next node): what its own fields
-        // held waits in `PENDING` until the stack runs dry (one thread-local look per batch,
-        // not per node)
+        // `node` is dropped here (its allocation cached for a later `Arc` of its size when
+        // this was its only reference): what its own fields held waits in `PENDING` until the
+        // stack runs dry (one thread-local look per batch, not per node)
         crate::arc_cache::recycle(node);
     }
     drop(draining);
