@@ -401,6 +401,39 @@ mod tests {
         Ok(())
     }
 
+    /// A graph built on one thread and released on another: the releasing thread's cache
+    /// takes its allocations and serves that thread's next graph, and the gradients stay right.
+    #[test]
+    fn a_graph_released_on_another_thread_feeds_that_thread() -> crate::Result<()> {
+        use crate::ops::{mul_scalar, sum};
+        use crate::{shape, Tensor};
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3])?;
+        let rounds = 8;
+        for _ in 0..rounds {
+            let mut y = x.clone();
+            for _ in 0..50 {
+                y = mul_scalar(&y, 1.25)?;
+            }
+            let loss = sum(&y)?;
+            let worker = std::thread::spawn(move || -> crate::Result<(usize, usize)> {
+                loss.backward()?;
+                drop((loss, y));
+                let cached = cached_bytes();
+                let one = Tensor::from_vec(vec![2.0f32], shape![1])?;
+                let z = mul_scalar(&mul_scalar(&one, 3.0)?, 0.5)?;
+                assert_eq!(z.values::<f32>()?, [3.0]);
+                Ok((cached, cached_bytes()))
+            });
+            let (released, after) = worker.join().expect("the worker does not panic")?;
+            assert!(released > 0, "the worker's release filled its cache");
+            assert!(after < released, "the worker's next graph came from it");
+        }
+        let expected = rounds as f32 * 1.25f32.powi(50);
+        let g = x.grad()?.map(|g| g.values::<f32>()).transpose()?;
+        assert!(g.is_some_and(|g| g.iter().all(|v| (v - expected).abs() <= 1e-4 * expected)));
+        Ok(())
+    }
+
     #[test]
     fn classes_cover_the_sizes_of_their_alignment() {
         assert!(Class::of(0, 8).is_none());
