@@ -384,11 +384,7 @@ impl Tensor {
     /// then return gradients in whatever layout their kernels produce.
     pub fn gradient_like(&self, g: Tensor) -> Result<Tensor> {
         // what an elementwise VJP returns: the input's own compact layout
-        if Arc::ptr_eq(g.layout_arc(), self.layout_arc())
-            && self.layout().is_injective()
-            && g.subtensor_count() == 1
-            && g.dtype() == &DType::Float32
-        {
+        if addresses_exactly(self, &g) {
             return Ok(g);
         }
         ensure!(
