@@ -107,7 +107,7 @@ fn in_place<T: Element>(a: &mut Tensor, update: impl FnOnce(&mut [T])) -> bool {
 }
 
 /// `s[i] = f(s[i])`, in parallel above the threshold, compiled like [`map_slice`].
-fn update_in_place<T: Element>(s: &mut [T], f: impl Fn(T) -> T + Sync) {
+fn update_in_place<T: Element>(s: &mut [T], f: &(impl Fn(T) -> T + Sync)) {
     #[allow(clippy::inline_always)] // `simd!` needs the loop inlined into each copy
     #[inline(always)]
     fn body<T: Element>(s: &mut [T], f: &impl Fn(T) -> T) {
@@ -115,7 +115,7 @@ fn update_in_place<T: Element>(s: &mut [T], f: impl Fn(T) -> T + Sync) {
             *v = f(*v);
         }
     }
-    run_chunks(s, |_, o| crate::simd!(len = o.len(); body(o, &f)));
+    run_chunks(s, |_, o| crate::simd!(len = o.len(); body(o, f)));
 }
 
 /// `s[i] = f(s[i], ys[i])`, in parallel above the threshold, compiled like [`zip_slices`].

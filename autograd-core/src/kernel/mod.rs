@@ -3,6 +3,10 @@
 //! matrix views and the GEMM kernel, parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
 //! (one slice, strided runs, chunks for threads). User crates write kernels with it too.
 //!
+//! A closure should capture its constants by value (`move |x: f32| x * c`): one that borrows
+//! them reads each through a reference the compiler cannot tell apart from the output, so it
+//! reloads it every element and the loop does not vectorise.
+//!
 //! ```
 //! use autograd_core::{kernel, shape, Tensor};
 //! let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();

@@ -201,7 +201,7 @@ mod node {
 pub fn mul_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(c a) = c g da
     fn vjp(g: Tensor, c: f32) -> Result<Option<Tensor>> {
-        Ok(Some(map_owned(g, |x: f32| x * c)?))
+        Ok(Some(map_owned(g, move |x: f32| x * c)?))
     }
     real!("mul_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x * c) })
 }
@@ -243,7 +243,7 @@ pub fn rsub_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
 pub fn div_scalar(a: &Tensor, c: f32) -> Result<Tensor> {
     // d(a / c) = g / c da
     fn vjp(g: Tensor, c: f32) -> Result<Option<Tensor>> {
-        Ok(Some(map_owned(g, |g: f32| g / c)?))
+        Ok(Some(map_owned(g, move |g: f32| g / c)?))
     }
     real!("div_scalar", a, T => { let c = T::from_f32(c); map(a, move |x: T| x / c) })
 }

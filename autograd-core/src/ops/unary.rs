@@ -310,7 +310,7 @@ mod clamp_node {
             Ok(Some(crate::batch::zip_with_owned(
                 g,
                 a,
-                |g: f32, x: f32| {
+                move |g: f32, x: f32| {
                     if (min..=max).contains(&x) {
                         g
                     } else {
