@@ -7,12 +7,47 @@
 #[doc(hidden)]
 pub const SIMD_MIN: usize = 8;
 
-/// Whether the running CPU has AVX2 and FMA (`std` caches the detection).
+/// The widest instruction set of the running CPU the kernels are compiled for, detected once:
+/// one load per dispatch instead of one per feature.
+#[cfg(target_arch = "x86_64")]
+mod level {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    const UNKNOWN: u8 = 0;
+    pub(super) const BASELINE: u8 = 1;
+    pub(super) const AVX2_FMA: u8 = 2;
+    pub(super) const AVX512: u8 = 3;
+
+    static LEVEL: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+    #[inline]
+    pub(super) fn get() -> u8 {
+        match LEVEL.load(Ordering::Relaxed) {
+            UNKNOWN => detect(),
+            l => l,
+        }
+    }
+
+    #[cold]
+    fn detect() -> u8 {
+        let wide = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        let l = match (wide, std::arch::is_x86_feature_detected!("avx512f")) {
+            (true, true) => AVX512,
+            (true, false) => AVX2_FMA,
+            (false, _) => BASELINE,
+        };
+        LEVEL.store(l, Ordering::Relaxed);
+        l
+    }
+}
+
+/// Whether the running CPU has AVX2 and FMA.
 #[doc(hidden)]
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub fn wide() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    level::get() >= level::AVX2_FMA
 }
 
 /// Whether the running CPU has AVX-512F besides AVX2 and FMA.
@@ -20,7 +55,7 @@ pub fn wide() -> bool {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub fn widest() -> bool {
-    wide() && std::arch::is_x86_feature_detected!("avx512f")
+    level::get() == level::AVX512
 }
 
 /// [`avx2`] with AVX-512F as well: sixteen lanes.
@@ -91,4 +126,21 @@ macro_rules! simd {
         let out = $body($($arg),*);
         out
     }};
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::{wide, widest};
+
+    /// The cached level answers what `std`'s detection does, on the first call and after.
+    #[test]
+    fn the_cached_level_agrees_with_feature_detection() {
+        let avx2_fma = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        let avx512 = avx2_fma && std::arch::is_x86_feature_detected!("avx512f");
+        for _ in 0..2 {
+            assert_eq!(wide(), avx2_fma);
+            assert_eq!(widest(), avx512);
+        }
+    }
 }
