@@ -550,6 +550,27 @@ impl<S: ?Sized + Store> CpuCarrier<S> {
         self.version.fetch_add(1, Ordering::AcqRel);
         f(s)
     }
+
+    /// [`CpuCarrier::with_slice_mut`] for a carrier no other thread or handle can reach: no
+    /// locked instruction, and the version bumped by a plain store (nothing can read it
+    /// meanwhile). `None`, with nothing bumped, unless `T` is the elements' dtype.
+    ///
+    /// # Safety
+    /// While `f` runs no other reference to this carrier may exist or be made: its `Arc` is
+    /// the only one, without `Weak`s, and only the caller reaches it
+    /// ([`Tensor::sole_carrier`](crate::Tensor) proves that).
+    pub(crate) unsafe fn with_slice_mut_unshared<T: Element, R>(
+        &self,
+        f: impl FnOnce(&mut [T]) -> R,
+    ) -> Option<R> {
+        // The hold is never unlocked because it was never locked: nobody else can lock it.
+        let mut hold = std::mem::ManuallyDrop::new(WriteHold(self));
+        let s = hold.slice_mut::<T>()?;
+        let version = self.version.load(Ordering::Relaxed);
+        self.version
+            .store(version.wrapping_add(1), Ordering::Relaxed);
+        Some(f(s))
+    }
 }
 
 impl<S: ?Sized + Store> Drop for CpuCarrier<S> {

@@ -39,9 +39,16 @@ fn seen() -> Vec<(CarrierId, CarrierId)> {
 fn map_owned_writes_in_place_when_nothing_else_reaches_the_storage() {
     let a = t(&[1.0, -2.0, 3.0], &[3]);
     let id = carrier_id(&a);
+    let version = a.carrier().unwrap().version();
     let r = map_owned(a, |v: f32| v * 10.0).unwrap();
     assert_eq!(carrier_id(&r), id, "the storage was reused");
     assert_eq!(vals(&r), [10.0, -20.0, 30.0]);
+    // the unlocked write still counts as one mutation of the carrier
+    assert_eq!(r.carrier().unwrap().version(), version + 1);
+    let r = zip_owned(r, &t(&[1.0, 2.0, 3.0], &[3]), |v: f32, w: f32| v + w).unwrap();
+    assert_eq!(carrier_id(&r), id);
+    assert_eq!(vals(&r), [11.0, -18.0, 33.0]);
+    assert_eq!(r.carrier().unwrap().version(), version + 2);
 }
 
 #[test]

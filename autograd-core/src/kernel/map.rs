@@ -79,8 +79,8 @@ pub fn zip_owned<T: Element, U: Element>(
 
 /// Runs `update` on `a`'s elements in place when nothing else can observe them (see
 /// [`Tensor::sole_carrier`]) and they are one compact row-major run of `T` on the CPU; false,
-/// with nothing written and no version bumped, when it cannot. The write still takes the
-/// carrier's lock and bumps its version, as every write does.
+/// with nothing written and no version bumped, when it cannot. The write bumps the carrier's
+/// version, as every write does, but takes no lock: nothing else can reach the carrier.
 fn in_place<T: Element>(a: &mut Tensor, update: impl FnOnce(&mut [T])) -> bool {
     let l = a.layout();
     let n = l.size();
@@ -97,13 +97,16 @@ fn in_place<T: Element>(a: &mut Tensor, update: impl FnOnce(&mut [T])) -> bool {
         return false;
     };
     // a storage dtype other than `T` gives no access (and no version bump)
-    cpu.with_slice_mut::<T, _>(|s| {
-        if let Some(s) = s.get_mut(offset..offset + n) {
-            update(s);
-        }
-        Ok(())
-    })
-    .is_ok()
+    // SAFETY: `sole_carrier` found `a` the only handle (held by `&mut` here) and its header
+    // the only holder of the carrier, with no `Weak`: nothing else reaches it.
+    unsafe {
+        cpu.with_slice_mut_unshared::<T, _>(|s| {
+            if let Some(s) = s.get_mut(offset..offset + n) {
+                update(s);
+            }
+        })
+    }
+    .is_some()
 }
 
 /// `s[i] = f(s[i])`, in parallel above the threshold, compiled like [`map_slice`].
