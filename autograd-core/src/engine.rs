@@ -315,7 +315,8 @@ impl Plan {
             let first = producers.len();
             node.saved().with(node.name(), |s| -> Result<()> {
                 for (t, _) in s.inputs.iter() {
-                    let Some((child, k, sole)) = t.producer() else {
+                    // SAFETY: `with` holds this node's lock, which guards its saved handles.
+                    let Some((child, k, sole)) = (unsafe { t.saved_producer() }) else {
                         if let Some(o) = &mut outputs {
                             o.edge.push(0);
                         }

@@ -85,6 +85,16 @@ impl<T> WordLock<T> {
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }
+
+    /// The value, read without taking the lock.
+    ///
+    /// # Safety
+    /// No guard may exist or be taken while the reference lives, and every write made under
+    /// an earlier guard must happen before this call.
+    pub(crate) unsafe fn get_unlocked(&self) -> &T {
+        // SAFETY: per the caller, nothing writes the value while the reference lives.
+        unsafe { &*self.value.get() }
+    }
 }
 
 /// Waits a little longer each time: spins first, then yields the core, then sleeps, so that a
