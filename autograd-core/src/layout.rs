@@ -41,7 +41,6 @@ pub enum Aliasing {
 /// // colexicographic index 3 is coordinate (1, 1): offset 1 + 0
 /// assert_eq!(l.offset_of_index(3).unwrap(), 1);
 /// ```
-#[derive(Clone)]
 pub struct Layout {
     shape: Shape,
     stride: Stride,
@@ -53,6 +52,25 @@ pub struct Layout {
     aliasing: Aliasing,
     /// Leaves in logical iteration order (fastest first), coalesced, extent-1 leaves dropped.
     logical: Vec<Leaf>,
+    /// Set only on the interned layouts of [`crate::layout_cache`], which live as long as the
+    /// process; a clone is an ordinary layout.
+    immortal: bool,
+}
+
+impl Clone for Layout {
+    fn clone(&self) -> Layout {
+        Layout {
+            shape: self.shape.clone(),
+            stride: self.stride.clone(),
+            leaves: self.leaves.clone(),
+            modes: self.modes.clone(),
+            size: self.size,
+            cosize: self.cosize,
+            aliasing: self.aliasing,
+            logical: self.logical.clone(),
+            immortal: false,
+        }
+    }
 }
 
 /// A layout's trees as `shape:stride`, formatted only when an error message is built.
@@ -184,6 +202,7 @@ impl Layout {
             cosize,
             aliasing,
             logical,
+            immortal: false,
         })
     }
 
@@ -247,6 +266,14 @@ impl Layout {
     /// Number of logical coordinates.
     pub fn size(&self) -> usize {
         self.size
+    }
+    /// Whether this is an interned layout that lives as long as the process.
+    pub(crate) fn is_immortal(&self) -> bool {
+        self.immortal
+    }
+    /// Marks a layout the interner is about to leak.
+    pub(crate) fn make_immortal(&mut self) {
+        self.immortal = true;
     }
     /// One past the largest offset (0 for an empty layout): the storage a layout needs.
     pub fn cosize(&self) -> usize {

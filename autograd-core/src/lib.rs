@@ -19,6 +19,7 @@ mod ids;
 mod int_tuple;
 pub mod kernel;
 pub mod layout;
+mod layout_cache;
 mod mutation;
 mod needs_grad;
 mod op;

@@ -14,6 +14,7 @@ pub use crate::captured::Captured;
 pub use crate::error::{Error, Result};
 pub use crate::grad_mode::no_grad;
 pub use crate::layout::Layout;
+pub use crate::layout_cache::KeptLayout;
 pub use crate::needs_grad::NeedsGrad;
 pub use crate::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,

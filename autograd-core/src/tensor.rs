@@ -138,7 +138,7 @@ impl Tensor {
     /// assert_eq!(t.layout().to_string(), "(2,3):(3,1)");
     /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
-        let layout = Layout::compact_row_major(shape)?;
+        let layout = crate::layout_cache::compact(shape.into())?;
         ensure!(
             data.len() == layout.size(),
             Value,
@@ -149,7 +149,7 @@ impl Tensor {
         );
         Ok(Tensor::from_carrier_unchecked(
             CpuCarrier::from_vec(data),
-            Arc::new(layout),
+            layout,
             T::DTYPE,
         ))
     }
@@ -157,7 +157,7 @@ impl Tensor {
     /// A tensor of `shape` whose every element is `value` (stored as the value's dtype).
     pub fn full(shape: impl Into<Shape>, value: impl Into<Scalar>) -> Result<Tensor> {
         let value = value.into();
-        let layout = Layout::compact_row_major(shape)?;
+        let layout = crate::layout_cache::compact(shape.into())?;
         let n = layout.size();
         let buffer = match value {
             Scalar::F32(x) => Buffer::F32(filled(n, x)?),
@@ -168,18 +168,18 @@ impl Tensor {
         };
         Ok(Tensor::from_carrier_unchecked(
             CpuCarrier::shared(buffer),
-            Arc::new(layout),
+            layout,
             value.dtype(),
         ))
     }
 
     /// A tensor of `shape` and simple `dtype` filled with zeros (false for Bool).
     pub fn zeros(shape: impl Into<Shape>, dtype: &DType) -> Result<Tensor> {
-        let layout = Layout::compact_row_major(shape)?;
+        let layout = crate::layout_cache::compact(shape.into())?;
         let buffer = Buffer::zeros(dtype, layout.size())?;
         Ok(Tensor::from_carrier_unchecked(
             CpuCarrier::shared(buffer),
-            Arc::new(layout),
+            layout,
             dtype.clone(),
         ))
     }

@@ -101,6 +101,6 @@ pub(crate) fn compact_layout_of(t: &Tensor) -> Result<Arc<Layout>> {
     if l.size() == l.cosize() && l.is_row_major_contiguous() {
         Ok(t.layout_arc().clone())
     } else {
-        Ok(Arc::new(Layout::compact_row_major(t.shape().clone())?))
+        crate::layout_cache::compact(t.shape().clone())
     }
 }

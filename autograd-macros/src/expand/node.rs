@@ -41,7 +41,7 @@ pub(crate) fn structure(plan: &Plan, g: &Inner) -> TokenStream {
     let shape = if plan.several() {
         quote!(#outputs: [#p::OutputInfo; #n_outputs],)
     } else {
-        quote!(#layout: ::std::sync::Arc<#p::Layout>,)
+        quote!(#layout: #p::KeptLayout,)
     };
     let params = &g.node;
     let where_clause = &g.node.where_clause;
