@@ -181,7 +181,7 @@ impl Tensor {
         let carrier = self.carrier()?.fresh(Buffer::F32(vec![1.0; l.cosize()]))?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,
-            self.layout_arc().clone(),
+            self.kept_layout(),
             DType::Float32,
         ))
     }
@@ -485,7 +485,7 @@ fn all_at_once(
     if !crate::engine::propagate_batched(
         plan,
         stacked,
-        (k, single),
+        (k, &single),
         &Sink::Collect(wanted),
         &mut staging,
     )? {

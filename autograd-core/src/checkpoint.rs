@@ -149,7 +149,7 @@ struct Signature {
 impl Signature {
     fn of(t: &Tensor) -> Signature {
         Signature {
-            layout: t.layout_arc().clone(),
+            layout: t.layout_arc(),
             dtype: t.dtype().clone(),
             class: t.part_carrier(0).class_id(),
             class_name: t.part_carrier(0).class_name(),

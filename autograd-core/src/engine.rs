@@ -824,7 +824,7 @@ fn propagate_with(
                 }
                 let routed = routes.get(j).map_or_else(|| route(j, input), Cell::get);
                 if let (Some(_), (_, Some(slot))) = (batch, routed) {
-                    results[slot].get_or_insert_with(|| input.layout_arc().clone());
+                    results[slot].get_or_insert_with(|| input.layout_arc());
                 }
                 match routed {
                     (true, Some(slot)) => {

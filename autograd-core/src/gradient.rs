@@ -7,6 +7,7 @@ use crate::carrier::Carrier;
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
 use crate::layout::{Aliasing, Layout};
+use crate::layout_cache::KeptLayout;
 use crate::scalar::Buffer;
 use crate::tensor::Tensor;
 
@@ -14,9 +15,10 @@ use crate::tensor::Tensor;
 /// values are given in logical order and holes stay zero.
 pub(crate) fn place(
     values: Vec<f32>,
-    layout: Arc<Layout>,
+    layout: impl Into<KeptLayout>,
     class: &Arc<dyn Carrier>,
 ) -> Result<Tensor> {
+    let layout = layout.into();
     debug_assert_eq!(values.len(), layout.size());
     let data = if is_dense(&layout) {
         values
@@ -54,7 +56,7 @@ fn buffer_for(layout: &Layout, written: bool) -> Result<Vec<f32>> {
 }
 
 /// `data` as a Float32 tensor of `layout` in fresh storage of `class`'s implementation class.
-fn wrap(data: Vec<f32>, layout: Arc<Layout>, class: &Arc<dyn Carrier>) -> Result<Tensor> {
+fn wrap(data: Vec<f32>, layout: impl Into<KeptLayout>, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     let carrier = class.fresh(Buffer::F32(data))?;
     Ok(Tensor::from_carrier_unchecked(
         carrier,
@@ -127,7 +129,7 @@ pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
     match t.aliasing() {
         Aliasing::None => {
             ensure!(
-                Arc::ptr_eq(g.layout_arc(), target.layout_arc()) || g.layout() == t,
+                std::ptr::eq(g.layout(), target.layout()) || g.layout() == t,
                 Value,
                 "the cotangent layout {} does not match the target tensor's layout {} exactly",
                 g.layout(),
@@ -155,7 +157,7 @@ pub(crate) fn check_cotangent(target: &Tensor, g: Tensor) -> Result<Tensor> {
 /// a one-piece injective target (what an elementwise VJP returns, and every gradient laid out
 /// for its input).
 pub(crate) fn addresses_exactly(target: &Tensor, g: &Tensor) -> bool {
-    Arc::ptr_eq(g.layout_arc(), target.layout_arc())
+    std::ptr::eq(g.layout(), target.layout())
         && target.layout().is_injective()
         && g.subtensor_count() == 1
         && target.subtensor_count() == 1
@@ -253,7 +255,7 @@ pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Te
             let carrier = class.fresh(Buffer::F32(sum))?;
             return Ok(Tensor::from_carrier_unchecked(
                 carrier,
-                a.layout_arc().clone(),
+                a.kept_layout(),
                 DType::Float32,
             ));
         }
@@ -262,7 +264,7 @@ pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Te
     let y = b.values::<f32>()?;
     place(
         x.iter().zip(&y).map(|(p, q)| p + q).collect(),
-        a.layout_arc().clone(),
+        a.kept_layout(),
         class,
     )
 }
@@ -285,7 +287,7 @@ fn add_slots(layout: &Layout, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
 
 /// A detached copy of `g` in fresh storage of `class`'s implementation class, same layout.
 pub(crate) fn detached_copy(g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
-    place(g.values::<f32>()?, g.layout_arc().clone(), class)
+    place(g.values::<f32>()?, g.kept_layout(), class)
 }
 
 /// [`detached_copy`] of a staged gradient, without the copy when nothing else can observe
@@ -339,11 +341,11 @@ impl Tensor {
 
     /// The layout a gradient for `self` takes: `self`'s own when injective, else the
     /// canonical layout of its shape.
-    fn gradient_layout(&self) -> Result<Arc<Layout>> {
+    fn gradient_layout(&self) -> Result<KeptLayout> {
         Ok(if self.layout().is_injective() {
-            self.layout_arc().clone()
+            self.kept_layout()
         } else {
-            Arc::new(Layout::canonical(self.shape().clone())?)
+            Arc::new(Layout::canonical(self.shape().clone())?).into()
         })
     }
 
@@ -357,6 +359,11 @@ impl Tensor {
     /// [`Tensor::f32_with_layout`] from borrowed values, for kernels that compute into a
     /// stack buffer: small dense results then need no heap buffer at all.
     pub fn f32_from_slice(&self, values: &[f32], layout: Arc<Layout>) -> Result<Tensor> {
+        self.f32_from_slice_kept(values, layout.into())
+    }
+
+    /// [`Tensor::f32_from_slice`] with the layout as tensors keep it.
+    pub(crate) fn f32_from_slice_kept(&self, values: &[f32], layout: KeptLayout) -> Result<Tensor> {
         check_fill(values.len(), &layout)?;
         if !is_dense(&layout) {
             return wrap(laid_out(values, &layout)?, layout, self.part_carrier(0));
@@ -455,7 +462,7 @@ impl Sum {
         match self {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
-                let layout = first.layout_arc().clone();
+                let layout = first.layout_arc();
                 let mut data = private_copy(first)?;
                 scatter_add(&mut data, &layout, g)?;
                 let class = first.part_carrier(0).clone();
@@ -509,13 +516,13 @@ fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
         }
     }
     let mut data = crate::pool::zeroed(n)?;
-    scatter_add(&mut data, first.layout_arc(), first)?;
+    scatter_add(&mut data, first.layout(), first)?;
     Ok(data)
 }
 
 /// `data[offset] += g` at every offset of `layout`, `g` read in logical order.
-fn scatter_add(data: &mut [f32], layout: &Arc<Layout>, g: &Tensor) -> Result<()> {
-    let same = Arc::ptr_eq(layout, g.layout_arc()) || **layout == *g.layout();
+fn scatter_add(data: &mut [f32], layout: &Layout, g: &Tensor) -> Result<()> {
+    let same = std::ptr::eq(layout, g.layout()) || *layout == *g.layout();
     if same && g.offset() == 0 {
         if let Some(cpu) = g.carrier()?.as_cpu() {
             return cpu.with_slice::<f32, _>(|s| {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::carrier::{inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store, Token};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::layout::Layout;
+use crate::layout_cache::KeptLayout;
 use crate::scalar::{Buffer, Scalar};
 use crate::tensor::{AutogradState, Parts, TensorInner};
 
@@ -203,7 +203,7 @@ impl<S: Store> Carrier for Block<S> {
 
 /// A handle to a new Float32 tensor of `layout` over `carrier`, its header and carrier in one
 /// allocation.
-fn homed<S: Store>(carrier: CpuCarrier<S>, layout: Arc<Layout>) -> Handle {
+fn homed<S: Store>(carrier: CpuCarrier<S>, layout: KeptLayout) -> Handle {
     let block = crate::arc_cache::new_arc(Block {
         header: UnsafeCell::new(MaybeUninit::uninit()),
         carrier,
@@ -227,8 +227,8 @@ fn homed<S: Store>(carrier: CpuCarrier<S>, layout: Arc<Layout>) -> Handle {
 
 /// A new Float32 tensor of `layout` holding `values`, its header and carrier in one
 /// allocation; `layout` back when the values do not fit a carrier's inline array.
-pub(crate) fn small_f32(values: &[f32], layout: Arc<Layout>) -> Result<Handle, Arc<Layout>> {
-    struct Homed(Arc<Layout>);
+pub(crate) fn small_f32(values: &[f32], layout: KeptLayout) -> Result<Handle, KeptLayout> {
+    struct Homed(KeptLayout);
     impl InlineSink for Homed {
         type Out = Handle;
         fn take<S: Store>(self, carrier: CpuCarrier<S>) -> Handle {

@@ -23,18 +23,19 @@ use crate::layout::Layout;
 const MAX_SHAPES: usize = 256;
 
 thread_local! {
-    static INTERNED: RefCell<HashMap<Shape, &'static Arc<Layout>>> = RefCell::new(HashMap::new());
+    /// Each interned layout as `Arc::into_raw` gave it; the count it took is never given back.
+    static INTERNED: RefCell<HashMap<Shape, NonNull<Layout>>> = RefCell::new(HashMap::new());
 }
 
 /// The compact row-major layout of `shape`: the thread's interned one when it has it or room
 /// for it, else a fresh one. Fails as [`Layout::compact_row_major`] does.
-pub(crate) fn compact(shape: Shape) -> Result<Arc<Layout>> {
+pub(crate) fn compact(shape: Shape) -> Result<KeptLayout> {
     let known = INTERNED
-        .try_with(|m| m.try_borrow().ok()?.get(&shape).map(|l| Arc::clone(l)))
+        .try_with(|m| m.try_borrow().ok()?.get(&shape).copied())
         .ok()
         .flatten();
-    if let Some(layout) = known {
-        return Ok(layout);
+    if let Some(p) = known {
+        return Ok(KeptLayout(p));
     }
     let layout = Layout::compact_row_major(shape.clone())?;
     let interned = INTERNED
@@ -45,18 +46,22 @@ pub(crate) fn compact(shape: Shape) -> Result<Arc<Layout>> {
             }
             let mut kept = layout.clone();
             kept.make_immortal();
-            // the leaked reference keeps the layout alive for the rest of the process
-            let kept: &'static Arc<Layout> = Box::leak(Box::new(Arc::new(kept)));
-            m.insert(shape, kept);
-            Some(Arc::clone(kept))
+            // the count `into_raw` keeps is never given back: the layout lives for the rest
+            // of the process
+            let raw = Arc::into_raw(Arc::new(kept)).cast_mut();
+            // SAFETY: `Arc::into_raw` never returns null.
+            let p = unsafe { NonNull::new_unchecked(raw) };
+            m.insert(shape, p);
+            Some(KeptLayout(p))
         })
         .ok()
         .flatten();
-    Ok(interned.unwrap_or_else(|| Arc::new(layout)))
+    Ok(interned.unwrap_or_else(|| KeptLayout::from(Arc::new(layout))))
 }
 
-/// A node's copy of its result's layout, one word wide: an interned layout by address (no
-/// reference count touched), any other through the `Arc` count it holds.
+/// A layout as a tensor or a node keeps it, one word wide: an interned layout by address,
+/// copied and dropped without touching a reference count, any other through the `Arc` count
+/// it holds. Always a pointer `Arc::into_raw` gave.
 pub struct KeptLayout(NonNull<Layout>);
 
 // SAFETY: it stands for a `&'static Layout` or an `Arc<Layout>`, both `Send + Sync`.
@@ -65,14 +70,41 @@ unsafe impl Send for KeptLayout {}
 unsafe impl Sync for KeptLayout {}
 
 impl KeptLayout {
-    /// Keeps `layout`.
-    pub fn of(layout: &Arc<Layout>) -> KeptLayout {
-        if layout.is_immortal() {
-            return KeptLayout(NonNull::from(&**layout));
+    /// The layout as an `Arc`.
+    pub fn to_arc(&self) -> Arc<Layout> {
+        let p = self.0.as_ptr().cast_const();
+        // SAFETY: `p` came from `Arc::into_raw`, and the count this value holds (or the one
+        // an interned layout never gives back) keeps it valid; the new count is the result's.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
         }
-        let raw = Arc::into_raw(Arc::clone(layout)).cast_mut();
+    }
+}
+
+/// Keeps an `Arc`'s layout: by its count, or by address when it is interned (the count the
+/// `Arc` held is then given back).
+impl From<Arc<Layout>> for KeptLayout {
+    fn from(layout: Arc<Layout>) -> KeptLayout {
+        let raw = Arc::into_raw(layout).cast_mut();
         // SAFETY: `Arc::into_raw` never returns null.
-        KeptLayout(unsafe { NonNull::new_unchecked(raw) })
+        let kept = KeptLayout(unsafe { NonNull::new_unchecked(raw) });
+        if kept.is_immortal() {
+            // SAFETY: the count `layout` held, given back; the interner's keeps it alive.
+            unsafe { Arc::decrement_strong_count(raw.cast_const()) };
+        }
+        kept
+    }
+}
+
+impl Clone for KeptLayout {
+    fn clone(&self) -> KeptLayout {
+        if !self.is_immortal() {
+            // SAFETY: the pointer came from `Arc::into_raw` and this value's count keeps it
+            // alive; the clone owns the new count.
+            unsafe { Arc::increment_strong_count(self.0.as_ptr().cast_const()) };
+        }
+        KeptLayout(self.0)
     }
 }
 
@@ -88,8 +120,8 @@ impl Deref for KeptLayout {
 impl Drop for KeptLayout {
     fn drop(&mut self) {
         if !self.is_immortal() {
-            // SAFETY: a layout that is not interned came from `Arc::into_raw` in `of`, and
-            // this value owns the count it took.
+            // SAFETY: a layout that is not interned came from `Arc::into_raw`, and this value
+            // owns a count of it.
             drop(unsafe { Arc::from_raw(self.0.as_ptr().cast_const()) });
         }
     }
@@ -105,37 +137,41 @@ impl fmt::Debug for KeptLayout {
 mod tests {
     use super::*;
 
-    /// A thread hands out one layout per shape, which a node keeps without counting it; an
-    /// ordinary layout is kept by its count, given back when the copy goes.
+    /// A thread hands out one layout per shape, copied without counting; an ordinary layout
+    /// is kept by its count, given back when the copy goes.
     #[test]
     fn interned_layouts_are_shared_and_kept_uncounted() {
         let a = compact(Shape::from(&[2usize, 3][..])).unwrap();
         let b = compact(Shape::from(&[2usize, 3][..])).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&a.to_arc(), &b.to_arc()));
         assert!(a.is_immortal());
         assert_eq!(*a, Layout::row_major(&[2, 3]).unwrap());
-        let count = Arc::strong_count(&a);
-        let kept = KeptLayout::of(&a);
+        let arc = a.to_arc();
+        let count = Arc::strong_count(&arc);
+        let copies: Vec<KeptLayout> = (0..3).map(|_| a.clone()).collect();
+        let from_arc = KeptLayout::from(Arc::clone(&arc));
         assert_eq!(
-            Arc::strong_count(&a),
+            Arc::strong_count(&arc),
             count,
-            "an interned layout is kept by address"
+            "interned copies hold no count"
         );
-        assert_eq!(kept.shape(), a.shape());
-        drop(kept);
-        assert_eq!(Arc::strong_count(&a), count);
+        assert_eq!(from_arc.shape(), a.shape());
+        drop((copies, from_arc));
+        assert_eq!(Arc::strong_count(&arc), count);
 
         let plain = Arc::new(Layout::row_major(&[4]).unwrap());
         assert!(!plain.is_immortal());
-        let kept = KeptLayout::of(&plain);
-        assert_eq!(Arc::strong_count(&plain), 2);
+        let kept = KeptLayout::from(Arc::clone(&plain));
+        let copy = kept.clone();
+        assert_eq!(Arc::strong_count(&plain), 3);
+        assert!(Arc::ptr_eq(&copy.to_arc(), &plain));
         assert_eq!(kept.size(), 4);
-        drop(kept);
+        drop((kept, copy));
         assert_eq!(Arc::strong_count(&plain), 1);
     }
 
-    /// A clone of an interned layout is an ordinary one (a node keeps it by its count), and a
-    /// thread past its bound gets ordinary layouts, equal to the interned kind.
+    /// A clone of an interned layout is an ordinary one (kept by its count), and a thread past
+    /// its bound gets ordinary layouts, equal to the interned kind.
     #[test]
     fn clones_and_layouts_past_the_bound_are_ordinary() {
         let a = compact(Shape::from(&[5usize][..])).unwrap();

@@ -51,6 +51,11 @@ pub fn check_cotangent(
     Ok(())
 }
 
+/// `result`'s layout as its node keeps it.
+pub fn kept_layout(result: &Tensor) -> KeptLayout {
+    result.kept_layout()
+}
+
 /// What a node with several results keeps of each: its layout (the shape its cotangent must
 /// have) and whether it is differentiable (only a differentiable result can have a cotangent).
 #[derive(Debug)]
@@ -63,7 +68,7 @@ impl OutputInfo {
     /// What the node keeps of `result`.
     pub fn of(result: &Tensor) -> OutputInfo {
         OutputInfo {
-            layout: Arc::clone(result.layout_arc()),
+            layout: result.layout_arc(),
             differentiable: result.is_differentiable(),
         }
     }
@@ -188,7 +193,7 @@ pub(crate) fn laid_out(input: &Tensor, g: Tensor) -> Result<Tensor> {
     if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
         return Ok(g);
     }
-    if Arc::ptr_eq(g.layout_arc(), input.layout_arc()) || g.shape() == input.shape() {
+    if std::ptr::eq(g.layout(), input.layout()) || g.shape() == input.shape() {
         return input.gradient_like(g);
     }
     if g.subtensor_count() == 1 && g.dims() == input.dims() {

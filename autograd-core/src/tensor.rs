@@ -13,6 +13,7 @@ use crate::handle::Handle;
 use crate::ids::id_source;
 use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
+use crate::layout_cache::KeptLayout;
 use crate::op::Node;
 use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
 use crate::word_lock::{WordGuard, WordLock};
@@ -26,7 +27,7 @@ pub(crate) struct TensorInner {
     pub(crate) dtype: PackedDType,
     /// The placement layout (for a multi-subtensor tensor: the compact row-major layout of its
     /// shape, since it has no single placement).
-    pub(crate) layout: Arc<Layout>,
+    pub(crate) layout: KeptLayout,
     pub(crate) parts: Parts,
     /// The gradient and the node, behind a lock whose word also holds the identity (never
     /// reused, as an address would be once the tensor is dropped) shifted left by one, and in
@@ -82,13 +83,13 @@ impl TensorInner {
     /// A new tensor's header, with an identity never handed out before.
     pub(crate) fn new(
         dtype: impl Into<PackedDType>,
-        layout: Arc<Layout>,
+        layout: impl Into<KeptLayout>,
         parts: Parts,
     ) -> TensorInner {
         id_source!(TensorIds);
         TensorInner {
             dtype: dtype.into(),
-            layout,
+            layout: layout.into(),
             parts,
             autograd: WordLock::new(TensorIds::next() << 1, AutogradState::default()),
         }
@@ -98,7 +99,7 @@ impl TensorInner {
 impl Tensor {
     pub(crate) fn from_inner(
         dtype: impl Into<PackedDType>,
-        layout: Arc<Layout>,
+        layout: impl Into<KeptLayout>,
         parts: Parts,
     ) -> Tensor {
         Tensor(Handle::new(TensorInner::new(dtype, layout, parts)))
@@ -123,7 +124,7 @@ impl Tensor {
 
     pub(crate) fn from_carrier_unchecked(
         carrier: Arc<dyn Carrier>,
-        layout: Arc<Layout>,
+        layout: impl Into<KeptLayout>,
         dtype: impl Into<PackedDType>,
     ) -> Tensor {
         Tensor::from_inner(dtype, layout, Parts::One { carrier, offset: 0 })
@@ -312,8 +313,12 @@ impl Tensor {
         &self.0.layout
     }
     /// The placement layout as a shared handle, for results that reuse it without a copy.
-    pub fn layout_arc(&self) -> &Arc<Layout> {
-        &self.0.layout
+    pub fn layout_arc(&self) -> Arc<Layout> {
+        self.0.layout.to_arc()
+    }
+    /// The placement layout as tensors and nodes keep it (no count touched when interned).
+    pub(crate) fn kept_layout(&self) -> KeptLayout {
+        self.0.layout.clone()
     }
     /// The shape tree.
     pub fn shape(&self) -> &Shape {
@@ -340,7 +345,7 @@ impl Tensor {
             Parts::One { carrier, offset } => {
                 vec![Subtensor {
                     carrier: carrier.clone(),
-                    layout: self.0.layout.clone(),
+                    layout: self.0.layout.to_arc(),
                     offset: *offset,
                 }]
             }
@@ -352,7 +357,7 @@ impl Tensor {
         match &self.0.parts {
             Parts::One { carrier, offset } => Ok(Subtensor {
                 carrier: carrier.clone(),
-                layout: self.0.layout.clone(),
+                layout: self.0.layout.to_arc(),
                 offset: *offset,
             }),
             Parts::Many(v) => bail!(

@@ -1021,7 +1021,7 @@ fn layouts_of_tensors_from_shapes_and_trees() {
     assert_eq!(t.get(&[2]).unwrap(), Scalar::F32(2.0));
     let n = t.narrow(0, 1, 2).unwrap();
     assert_eq!(f32s(&n), vec![1.0, 2.0]);
-    assert!(Arc::ptr_eq(t.layout_arc(), t.clone().layout_arc()));
+    assert!(Arc::ptr_eq(&t.layout_arc(), &t.clone().layout_arc()));
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::carrier::SMALL_F32;
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::layout_cache::KeptLayout;
 use crate::scalar::{filled, Element};
 use crate::tensor::Tensor;
 
@@ -15,7 +16,7 @@ pub fn fresh<T: Element>(
     layout: Arc<Layout>,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_with(like, layout, Init::Zeroed, f)
+    fresh_with(like, layout.into(), Init::Zeroed, f)
 }
 
 /// What a kernel finds in the buffer it writes.
@@ -35,7 +36,7 @@ pub fn fresh_overwritten<T: Element>(
     layout: Arc<Layout>,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_with(like, layout, Init::Overwritten, f)
+    fresh_with(like, layout.into(), Init::Overwritten, f)
 }
 
 /// [`fresh_overwritten`] with `like`'s shape.
@@ -43,12 +44,12 @@ pub(crate) fn fresh_like_overwritten<T: Element>(
     like: &Tensor,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_overwritten(like, compact_layout_of(like)?, f)
+    fresh_with(like, compact_layout_of(like)?, Init::Overwritten, f)
 }
 
 fn fresh_with<T: Element>(
     like: &Tensor,
-    layout: Arc<Layout>,
+    layout: KeptLayout,
     init: Init,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
@@ -56,14 +57,15 @@ fn fresh_with<T: Element>(
     crate::error::ensure!(
         n == 0 || (n == layout.cosize() && layout.is_row_major_contiguous()),
         Value,
-        "a kernel result needs a compact row-major layout, got {layout}"
+        "a kernel result needs a compact row-major layout, got {}",
+        *layout
     );
     // Small Float32 results go from a stack buffer straight into inline storage.
     if n <= SMALL_F32 {
         let mut small = [0.0f32; SMALL_F32];
         if let Some(out) = T::from_f32_slice_mut(&mut small[..n]) {
             f(out)?;
-            return like.f32_from_slice(&small[..n], layout);
+            return like.f32_from_slice_kept(&small[..n], layout);
         }
     }
     // Float32 results reuse a large buffer freed earlier (the pool serves every thread), when
@@ -92,14 +94,14 @@ pub fn fresh_like<T: Element>(
     like: &Tensor,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh(like, compact_layout_of(like)?, f)
+    fresh_with(like, compact_layout_of(like)?, Init::Zeroed, f)
 }
 
 /// `t`'s layout when compact row-major, else the compact row-major layout of its shape.
-pub(crate) fn compact_layout_of(t: &Tensor) -> Result<Arc<Layout>> {
+pub(crate) fn compact_layout_of(t: &Tensor) -> Result<KeptLayout> {
     let l = t.layout();
     if l.size() == l.cosize() && l.is_row_major_contiguous() {
-        Ok(t.layout_arc().clone())
+        Ok(t.kept_layout())
     } else {
         crate::layout_cache::compact(t.shape().clone())
     }

@@ -297,7 +297,7 @@ pub(crate) fn generate(
         }
     } else {
         quote! {
-            let #layout = #p::KeptLayout::of(#result.layout_arc());
+            let #layout = #p::kept_layout(&#result);
             ::core::result::Result::Ok(#rec.finish(#result, #context, move |#saved| #node #node_turbofish {
                 #saved,
                 #marker
