@@ -1,11 +1,11 @@
 //! Compact row-major layouts interned per thread for the life of the process, and the one-word
-//! copy of a result's layout that a recorded node keeps.
+//! handle through which tensors and recorded nodes keep a layout.
 //!
 //! A training loop's tensors have a handful of shapes, and elementwise results share their
-//! input's layout, so most nodes keep an interned layout. Keeping one by address instead of by
-//! a counted `Arc` saves the two atomic read-modify-writes a node's layout would cost (the
-//! clone at recording and the drop at release), which on a small tensor are a visible part
-//! of a node's whole cost.
+//! input's layout, so most tensors and nodes keep an interned layout. Keeping one by address
+//! instead of by a counted `Arc` saves the two atomic read-modify-writes each holder would
+//! cost (the clone when a result or node is made, the drop at release), which on a small
+//! tensor are a visible part of a node's whole cost.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
