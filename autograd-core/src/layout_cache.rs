@@ -189,6 +189,31 @@ mod tests {
         .unwrap();
     }
 
+    /// A tensor outlives the thread that interned its layout: the layout is not the thread's
+    /// to free, and the tensor's values, views and gradient still work elsewhere.
+    #[test]
+    fn an_interned_layout_outlives_its_thread() {
+        let t = std::thread::spawn(|| {
+            crate::Tensor::from_vec(
+                vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0],
+                Shape::from(&[3usize, 2][..]),
+            )
+            .unwrap()
+        })
+        .join()
+        .unwrap();
+        assert!(t.layout().is_immortal());
+        assert_eq!(*t.layout(), Layout::row_major(&[3, 2]).unwrap());
+        let y = crate::ops::mul_scalar(&t, 2.0).unwrap();
+        assert_eq!(y.values::<f32>().unwrap(), [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+        crate::ops::sum(&y).unwrap().backward().unwrap();
+        assert_eq!(
+            t.grad().unwrap().unwrap().values::<f32>().unwrap(),
+            [2.0; 6]
+        );
+        assert_eq!(t.transpose(0, 1).unwrap().dims(), [2, 3]);
+    }
+
     /// An invalid shape is the same error as `Layout::compact_row_major`'s, and interns nothing.
     #[test]
     fn an_overflowing_shape_is_an_error() {
