@@ -440,7 +440,7 @@ pub(crate) enum Sum {
 }
 
 pub(crate) struct OwnedSum {
-    layout: Arc<Layout>,
+    layout: KeptLayout,
     class: Arc<dyn Carrier>,
     data: Vec<f32>,
 }
@@ -462,7 +462,7 @@ impl Sum {
         match self {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
-                let layout = first.layout_arc();
+                let layout = first.kept_layout();
                 let mut data = private_copy(first)?;
                 scatter_add(&mut data, &layout, g)?;
                 let class = first.part_carrier(0).clone();

@@ -30,33 +30,34 @@ thread_local! {
 /// The compact row-major layout of `shape`: the thread's interned one when it has it or room
 /// for it, else a fresh one. Fails as [`Layout::compact_row_major`] does.
 pub(crate) fn compact(shape: Shape) -> Result<KeptLayout> {
-    let known = INTERNED
-        .try_with(|m| m.try_borrow().ok()?.get(&shape).copied())
-        .ok()
-        .flatten();
+    let (known, room) = INTERNED
+        .try_with(|m| {
+            m.try_borrow().map_or((None, false), |m| {
+                (m.get(&shape).copied(), m.len() < MAX_SHAPES)
+            })
+        })
+        .unwrap_or((None, false));
     if let Some(p) = known {
         return Ok(KeptLayout(p));
     }
-    let layout = Layout::compact_row_major(shape.clone())?;
-    let interned = INTERNED
-        .try_with(|m| {
-            let mut m = m.try_borrow_mut().ok()?;
-            if m.len() >= MAX_SHAPES {
-                return None;
-            }
-            let mut kept = layout.clone();
-            kept.make_immortal();
-            // the count `into_raw` keeps is never given back: the layout lives for the rest
-            // of the process
-            let raw = Arc::into_raw(Arc::new(kept)).cast_mut();
-            // SAFETY: `Arc::into_raw` never returns null.
-            let p = unsafe { NonNull::new_unchecked(raw) };
+    if !room {
+        return Ok(KeptLayout::from(Arc::new(Layout::compact_row_major(
+            shape,
+        )?)));
+    }
+    let mut layout = Layout::compact_row_major(shape.clone())?;
+    layout.make_immortal();
+    // the count `into_raw` keeps is never given back: the layout lives for the rest of the
+    // process
+    let raw = Arc::into_raw(Arc::new(layout)).cast_mut();
+    // SAFETY: `Arc::into_raw` never returns null.
+    let p = unsafe { NonNull::new_unchecked(raw) };
+    let _ = INTERNED.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
             m.insert(shape, p);
-            Some(KeptLayout(p))
-        })
-        .ok()
-        .flatten();
-    Ok(interned.unwrap_or_else(|| KeptLayout::from(Arc::new(layout))))
+        }
+    });
+    Ok(KeptLayout(p))
 }
 
 /// A layout as a tensor or a node keeps it, one word wide: an interned layout by address,

@@ -60,7 +60,7 @@ pub fn kept_layout(result: &Tensor) -> KeptLayout {
 /// have) and whether it is differentiable (only a differentiable result can have a cotangent).
 #[derive(Debug)]
 pub struct OutputInfo {
-    layout: Arc<Layout>,
+    layout: KeptLayout,
     differentiable: bool,
 }
 
@@ -68,7 +68,7 @@ impl OutputInfo {
     /// What the node keeps of `result`.
     pub fn of(result: &Tensor) -> OutputInfo {
         OutputInfo {
-            layout: result.layout_arc(),
+            layout: result.kept_layout(),
             differentiable: result.is_differentiable(),
         }
     }
