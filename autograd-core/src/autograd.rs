@@ -167,6 +167,9 @@ impl Tensor {
         if self.retains_grad() {
             staging.add(self, cotangent.clone())?;
         }
+        if k == 0 && root.outputs() == 1 {
+            return crate::sole_tree::accumulate(&root, cotangent, staging, retain_graph, profile);
+        }
         let plan = Plan::discover(&root, k)?;
         accumulate_from(&plan, cotangent, staging, retain_graph, profile)
     }
@@ -246,7 +249,13 @@ pub fn backwards_traversal(
             crate::op::describe_node(&**root),
             root.outputs()
         );
-        Plan::discover(root, 0)?
+        return crate::sole_tree::accumulate(
+            root,
+            gradient.clone(),
+            Staging::default(),
+            retain_graph,
+            None,
+        );
     };
     accumulate_from(
         &plan,

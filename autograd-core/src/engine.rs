@@ -16,7 +16,7 @@ use crate::op::{
 use crate::profile::BackwardProfile;
 use crate::tensor::Tensor;
 
-fn node_key(node: &Node) -> u64 {
+pub(crate) fn node_key(node: &Node) -> u64 {
     node.id().get()
 }
 
@@ -171,11 +171,12 @@ pub(crate) struct Plan {
     producers: Vec<u32>,
     /// Where the plan has nodes with several results: cotangent slots per result.
     outputs: Option<Box<Outputs>>,
-    /// The slot of the differentiated result of the root.
+    /// The number of roots: steps `0..roots`.
+    roots: usize,
+    /// The slot of the differentiated result of the root (of [`Plan::discover`]).
     root_slot: usize,
-    /// A topological order, consumers first; `None` when discovery order is one (every step
-    /// but the root was reached through exactly one edge, its discoverer's, as in a chain or a
-    /// tree).
+    /// The order steps run in ([`Plan::topological_order`]); `None` when it is discovery
+    /// order, as along a chain.
     order: Option<Vec<u32>>,
     /// Set by [`Claim::finish`] to its traversal: dropping the plan releases the nodes that
     /// traversal claimed.
@@ -203,7 +204,7 @@ impl Drop for Plan {
 /// because freeing a buffer of 64 KiB or more after a release is what makes glibc consolidate
 /// the chunks the release freed; the next forward pass then allocates from merged, contiguous
 /// memory instead of reusing those chunks one by one, scattered.
-mod spare_nodes {
+pub(crate) mod spare_nodes {
     use crate::op::Node;
     use std::cell::Cell;
 
@@ -214,13 +215,13 @@ mod spare_nodes {
     }
 
     /// An empty buffer, with the spare's capacity when there is one.
-    pub(super) fn take() -> Vec<Node> {
+    pub(crate) fn take() -> Vec<Node> {
         SPARE.try_with(Cell::take).unwrap_or_default()
     }
 
     /// Keeps the empty `nodes` for the thread's next plan, unless it is too large or the
     /// thread is exiting.
-    pub(super) fn keep(nodes: Vec<Node>) {
+    pub(crate) fn keep(nodes: Vec<Node>) {
         debug_assert!(nodes.is_empty());
         if nodes.capacity() <= CAPACITY {
             let _ = SPARE.try_with(|spare| {
@@ -233,6 +234,15 @@ mod spare_nodes {
             });
         }
     }
+}
+
+/// A traversal's graph has a cycle through `node`'s graph (one made through `record` or
+/// `set_autograd_ctx`): no order runs every consumer before its producers.
+pub(crate) fn cycle_error(node: &dyn Operation) -> crate::Error {
+    crate::Error::Runtime(format!(
+        "the autograd graph of {} has a cycle (a node was assigned as the autograd_ctx of a tensor it depends on)",
+        describe_node(node)
+    ))
 }
 
 fn index_u32(i: usize) -> Result<u32> {
@@ -281,30 +291,48 @@ impl Plan {
     /// differentiated), refusing released nodes before anything else runs, and orders them
     /// topologically with explicit stacks.
     pub(crate) fn discover(root: &Node, root_output: usize) -> Result<Plan> {
+        let root_results = root.outputs();
+        ensure!(
+            root_output < root_results,
+            Value,
+            "result {root_output} of {} does not exist: it has {root_results}",
+            describe_node(&**root)
+        );
+        let mut plan = Plan::discover_from(vec![root.clone()], None)?;
+        plan.root_slot = plan.slots_of(0).start + root_output;
+        Ok(plan)
+    }
+
+    /// [`Plan::discover`] from several roots at once (steps `0..roots.len()`, distinct nodes),
+    /// for the part of a graph below a [`crate::sole_tree`] traversal: reaching a node of
+    /// `above`, the roots of the trees that traversal ran, means a cycle.
+    pub(crate) fn discover_from(roots: Vec<Node>, above: Option<&[Node]>) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
         let mut nodes = spare_nodes::take();
         let mut flags: Vec<Cell<u8>> = Vec::new();
         let mut spans: Vec<Span> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();
-        // whether an edge reached a step already discovered (or the root)
-        let mut revisited = false;
-        let mut stack = vec![0u32];
         let mut outputs: Option<Box<Outputs>> = None;
-        let root_results = root.outputs();
-        if root_results != 1 || root_output != 0 {
-            ensure!(
-                root_output < root_results,
-                Value,
-                "result {root_output} of {} does not exist: it has {root_results}",
-                describe_node(&**root)
-            );
+        if roots.iter().any(|r| r.outputs() != 1) {
             let mut o = Outputs::new(0, 0)?;
-            o.push_step(root_results)?;
+            for r in &roots {
+                o.push_step(r.outputs())?;
+            }
             outputs = Some(Box::new(o));
         }
-        index.insert(node_key(root), 0);
-        nodes.push(root.clone());
-        flags.push(Cell::new(flag::USEFUL | flag::SHARED));
+        let tree_first = above.is_none() && roots.len() == 1;
+        let above: Vec<u64> = above.unwrap_or_default().iter().map(node_key).collect();
+        for root in roots {
+            let key = node_key(&root);
+            if above.contains(&key) {
+                return Err(cycle_error(&*root));
+            }
+            index.insert(key, index_u32(nodes.len())?);
+            nodes.push(root);
+            flags.push(Cell::new(flag::USEFUL | flag::SHARED));
+        }
+        let roots = nodes.len();
+        let mut stack: Vec<u32> = (0..index_u32(roots)?).rev().collect();
         while let Some(i) = stack.pop() {
             let i = i as usize;
             let node: *const dyn Operation = Arc::as_ptr(&nodes[i]);
@@ -326,6 +354,9 @@ impl Plan {
                     // A node reachable only through this edge needs no duplicate check (the
                     // index is a random access per node; chains rarely need it).
                     let key = node_key(&child);
+                    if !sole && above.contains(&key) {
+                        return Err(cycle_error(&*child));
+                    }
                     let known = if sole { None } else { index.get(&key).copied() };
                     let j = if let Some(j) = known {
                         j
@@ -347,7 +378,6 @@ impl Plan {
                         stack.push(j);
                         j
                     };
-                    revisited |= known.is_some();
                     let results = outputs
                         .as_ref()
                         .map_or(1, |o| o.counts[j as usize] as usize);
@@ -400,29 +430,34 @@ impl Plan {
             spans[i] = span;
         }
         drop(index);
-        let root_slot = outputs.as_ref().map_or(0, |_| root_output);
         let mut plan = Plan {
             nodes,
             flags,
             spans,
             producers,
             outputs,
-            root_slot,
+            roots,
+            root_slot: 0,
             order: None,
             release: Cell::new(None),
         };
-        // Unless an edge reached a known step, every step but the root was reached through one
-        // edge and the root through none: each step's one consumer is its discoverer, which
-        // comes before it, so discovery order is topological.
-        if revisited {
-            plan.order = Some(plan.kahn()?);
+        let order = plan.topological_order(tree_first)?;
+        // along a chain, discovery order is that order: keep nothing
+        if order.iter().enumerate().any(|(k, &i)| i as usize != k) {
+            plan.order = Some(order);
         }
         Ok(plan)
     }
 
-    /// Kahn's algorithm from the root: a node is ready once every reached consumer ran. A
-    /// root that is itself consumed inside the graph lies on a cycle and is never ready.
-    fn kahn(&self) -> Result<Vec<u32>> {
+    /// The order steps run in, consumers first, and the order [`crate::sole_tree`] runs a
+    /// graph in, so that `grad` sums what `backward` sums in the same order (and gets the
+    /// very same values). From a single root (`tree_first`): the tree its sole edges reach,
+    /// depth first (a node's children pushed in input order), while the other producers it
+    /// meets join a frontier in the order met; a frontier of one node of one result is the
+    /// root of the next such tree. Then Kahn's algorithm from the frontier (or from the
+    /// roots): a node is ready once every reached consumer ran, the last ready first. A node
+    /// that is never ready, or an edge back to a tree's root, lies on a cycle.
+    fn topological_order(&self, tree_first: bool) -> Result<Vec<u32>> {
         let n = self.nodes.len();
         let mut pending = vec![0u32; n];
         for i in 0..n {
@@ -433,28 +468,69 @@ impl Plan {
             }
         }
         let mut order = Vec::with_capacity(n);
-        let mut ready = if pending[0] == 0 {
-            vec![0u32]
+        let mut frontier: Vec<u32> = Vec::new();
+        if tree_first {
+            let mut listed = vec![false; n];
+            let mut root = 0u32;
+            loop {
+                if pending[root as usize] != 0 {
+                    return Err(cycle_error(&*self.nodes[root as usize]));
+                }
+                let mut tree = vec![root];
+                while let Some(i) = tree.pop() {
+                    order.push(i);
+                    for &p in self.producers_of(i as usize).as_slice() {
+                        if p == NO_PRODUCER {
+                            continue;
+                        }
+                        let q = p as usize;
+                        // an edge into a node already ordered closes a cycle
+                        if pending[q] == 0 {
+                            return Err(cycle_error(&*self.nodes[q]));
+                        }
+                        pending[q] -= 1;
+                        if self.flags(q) & flag::SHARED == 0 && self.slots_of(q).len() == 1 {
+                            tree.push(p);
+                        } else if !std::mem::replace(&mut listed[q], true) {
+                            frontier.push(p);
+                        }
+                    }
+                }
+                match frontier[..] {
+                    [next] if self.slots_of(next as usize).len() == 1 => {
+                        root = next;
+                        frontier.clear();
+                    }
+                    _ => break,
+                }
+            }
         } else {
-            Vec::new()
-        };
+            frontier = (0..index_u32(self.roots)?).collect();
+        }
+        let mut ready: Vec<u32> = frontier
+            .into_iter()
+            .rev()
+            .filter(|&i| pending[i as usize] == 0)
+            .collect();
         while let Some(i) = ready.pop() {
             order.push(i);
             for &p in self.producers_of(i as usize).as_slice() {
-                if p != NO_PRODUCER {
-                    pending[p as usize] -= 1;
-                    if pending[p as usize] == 0 {
-                        ready.push(p);
-                    }
+                if p == NO_PRODUCER {
+                    continue;
+                }
+                let q = p as usize;
+                if pending[q] == 0 {
+                    return Err(cycle_error(&*self.nodes[q]));
+                }
+                pending[q] -= 1;
+                if pending[q] == 0 {
+                    ready.push(p);
                 }
             }
         }
-        ensure!(
-            order.len() == n,
-            Runtime,
-            "the autograd graph of {} has a cycle (a node was assigned as the autograd_ctx of a tensor it depends on)",
-            describe_node(&*self.nodes[0])
-        );
+        if order.len() != n {
+            return Err(cycle_error(&*self.nodes[0]));
+        }
         Ok(order)
     }
 
@@ -567,21 +643,61 @@ pub(crate) struct Claim<'p> {
 impl<'p> Claim<'p> {
     /// Claims the plan's shared nodes; fails (claiming nothing) once one was released.
     pub(crate) fn begin(plan: &'p Plan) -> Result<Claim<'p>> {
+        Claim::begin_as(plan, TraversalToken::fresh(), &[])
+    }
+
+    /// [`Claim::begin`], without waiting: `None` (with nothing of the plan claimed) unless
+    /// every shared node of the plan, and every node of `also` (outside the plan), could be
+    /// claimed for `token` at once.
+    pub(crate) fn try_begin_as(
+        plan: &'p Plan,
+        token: TraversalToken,
+        also: &[Node],
+    ) -> Option<Claim<'p>> {
+        debug_assert!(plan.flags.iter().all(|f| f.get() & flag::CLAIMED == 0));
+        let mut claim = Claim {
+            plan,
+            token,
+            finished: false,
+        };
+        for node in also {
+            node.saved().claim(node.name(), token).ok()?;
+        }
+        for i in (0..plan.len()).filter(|&i| plan.flags(i) & flag::SHARED != 0) {
+            claim.claim(i).ok()?;
+        }
+        Some(claim)
+    }
+
+    /// [`Claim::begin`] for the traversal `token`, claiming `also` (nodes outside the plan)
+    /// in the same order; a failure leaves `also`'s claims to the caller.
+    pub(crate) fn begin_as(
+        plan: &'p Plan,
+        token: TraversalToken,
+        also: &[Node],
+    ) -> Result<Claim<'p>> {
         debug_assert!(plan.flags.iter().all(|f| f.get() & flag::CLAIMED == 0));
         let claim = Claim {
             plan,
-            token: TraversalToken::fresh(),
+            token,
             finished: false,
         };
         let mut shared: Vec<(NodeId, usize)> = (0..plan.len())
             .filter(|&i| plan.flags(i) & flag::SHARED != 0)
             .map(|i| (plan.nodes[i].id(), i))
+            .chain(
+                also.iter()
+                    .enumerate()
+                    .map(|(a, n)| (n.id(), plan.len() + a)),
+            )
             .collect();
         shared.sort_unstable();
         for (_, i) in shared {
-            let node = &plan.nodes[i];
+            let node = plan.nodes.get(i).unwrap_or_else(|| &also[i - plan.len()]);
             node.saved().claim_waiting(node.name(), claim.token)?;
-            plan.set_flag(i, flag::CLAIMED, true);
+            if i < plan.len() {
+                plan.set_flag(i, flag::CLAIMED, true);
+            }
         }
         Ok(claim)
     }
@@ -709,7 +825,35 @@ pub(crate) fn propagate(
     claim: Option<&mut Claim<'_>>,
     profile: Option<&mut BackwardProfile>,
 ) -> Result<()> {
-    propagate_with(plan, root_cotangent, None, sink, staging, claim, profile).map(|_| ())
+    let cotangents = Pending::seeded(plan.root_slot, root_cotangent);
+    propagate_with(plan, cotangents, None, sink, staging, claim, profile).map(|_| ())
+}
+
+/// [`propagate`] from cotangents for results of several steps: `(step, result, cotangent)`,
+/// several for one result summed.
+pub(crate) fn propagate_from(
+    plan: &Plan,
+    seeds: Vec<(usize, usize, Tensor)>,
+    staging: &mut Staging,
+    claim: Option<&mut Claim<'_>>,
+    profile: Option<&mut BackwardProfile>,
+) -> Result<()> {
+    let mut cotangents = Pending::default();
+    for (i, k, g) in seeds {
+        let slots = plan.slots_of(i);
+        debug_assert!(k < slots.len());
+        cotangents.add(slots.start + k, g)?;
+    }
+    propagate_with(
+        plan,
+        cotangents,
+        None,
+        &Sink::Accumulate,
+        staging,
+        claim,
+        profile,
+    )
+    .map(|_| ())
 }
 
 /// [`propagate`] of `K` cotangents at once: `root_cotangent` has a leading batch mode of
@@ -725,7 +869,7 @@ pub(crate) fn propagate_batched(
 ) -> Result<bool> {
     propagate_with(
         plan,
-        root_cotangent,
+        Pending::seeded(plan.root_slot, root_cotangent),
         Some((batch, root_layout)),
         sink,
         staging,
@@ -737,15 +881,13 @@ pub(crate) fn propagate_batched(
 /// With `batch`, `(K, the root result's layout)`.
 fn propagate_with(
     plan: &Plan,
-    root_cotangent: Tensor,
+    mut cotangents: Pending,
     batch: Option<(usize, &Arc<Layout>)>,
     sink: &Sink<'_>,
     staging: &mut Staging,
     mut claim: Option<&mut Claim<'_>>,
     mut profile: Option<&mut BackwardProfile>,
 ) -> Result<bool> {
-    let mut cotangents = Pending::default();
-    cotangents.add(plan.root_slot, root_cotangent)?;
     // Batched: the layout of the result each slot holds the K cotangents of, so that a node
     // running its VJP once per cotangent gets each with its result's exact shape.
     let mut results: Vec<Option<Arc<Layout>>> = Vec::new();
@@ -817,6 +959,7 @@ fn propagate_with(
             g,
             claiming,
             needed,
+            || {},
             &mut grads,
             |j, input, gi| {
                 if started.is_some() {
@@ -868,6 +1011,14 @@ struct Pending {
 }
 
 impl Pending {
+    /// Slot `slot`'s cotangent `g`, and no other.
+    fn seeded(slot: usize, g: Tensor) -> Pending {
+        Pending {
+            last: Some((slot, Sum::Shared(g))),
+            rest: IdMap::default(),
+        }
+    }
+
     /// Adds `g` to slot `slot`'s cotangent; a refused contribution leaves the slot as it was.
     fn add(&mut self, slot: usize, g: Tensor) -> Result<()> {
         match &mut self.last {
@@ -909,13 +1060,15 @@ impl Pending {
 /// ([`Operation::__lays_out_gradients`]: `#[differentiable]` nodes' `backward_into`). Hands
 /// `(input index, input, gradient per logical position)` to `each` for every needed input
 /// that received one. `needed` and `each` run while the node's saved state is
-/// locked, so they must not touch the node. With a `claim` token, a successful run also claims
-/// the node for that traversal's release, under the same lock.
+/// locked, so they must not touch the node; `ready` runs between the first look and the VJP,
+/// unlocked. With a `claim` token, a successful run also claims the node for that traversal's
+/// release, under the same lock.
 pub(crate) fn run_vjp(
     node: &dyn Operation,
     g: Cotangent<'_>,
     claim: Option<TraversalToken>,
     needed: impl Fn(usize, &Tensor) -> bool,
+    ready: impl FnOnce(),
     grads: &mut Vec<Option<Tensor>>,
     mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
 ) -> Result<()> {
@@ -933,7 +1086,8 @@ pub(crate) fn run_vjp(
             &mut large
         };
         for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
-            *m = input.is_differentiable() && needed(j, input);
+            // `needed` sees every input (a traversal that discovers as it goes reads them all)
+            *m = needed(j, input) && input.is_differentiable();
         }
         (n, s.modification())
     })?;
@@ -945,6 +1099,7 @@ pub(crate) fn run_vjp(
     } else {
         &large
     };
+    ready();
     let mut batch = None;
     // `backward_into`'s gradients are laid out here, under the lock taken below anyway
     let lay_out = matches!(g, Cotangent::One(_)) && node.__lays_out_gradients();

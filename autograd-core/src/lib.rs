@@ -59,6 +59,7 @@ mod checkpoint;
 mod custom_gradient;
 mod dot;
 mod profile;
+mod sole_tree;
 
 pub use checkpoint::checkpoint;
 pub use custom_gradient::custom_gradient;

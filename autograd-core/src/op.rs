@@ -310,13 +310,14 @@ impl Slot<'_> {
         self.0.payload()
     }
 
-    /// Claims live, unclaimed state for the traversal `me`; answers whether it did.
+    /// Claims live, unclaimed state for the traversal `me`; answers whether `me` holds it
+    /// (also when it already did).
     fn claim_for(&mut self, me: TraversalToken) -> bool {
         let free = self.0.is_some() && self.claimed_by() == 0;
         if free {
             self.0.set_payload(me.0);
         }
-        free
+        free || self.claimed_by() == me.0
     }
 
     /// Gives up any claim.
@@ -539,7 +540,7 @@ impl SavedState {
         let Some(me) = claim.filter(|_| failure.is_none()) else {
             return Ok((failure, false));
         };
-        let claimed = slot.claim_for(me) || slot.claimed_by() == me.0;
+        let claimed = slot.claim_for(me);
         Ok((None, claimed))
     }
 

@@ -255,6 +255,7 @@ fn operation_vjp(
         Cotangent::One(g.clone()),
         None,
         |_, _| true,
+        || {},
         &mut Vec::new(),
         |j, _, gi| {
             out.push((parents[j], gi));
