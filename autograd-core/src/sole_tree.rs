@@ -275,7 +275,7 @@ fn run(
         // SAFETY: the tree owns the node until it drops, and an `Arc`'s contents never move
         // when the vector of nodes grows (a reference saves two atomic operations per node).
         let node = unsafe { &*node };
-        edges.get_mut().clear();
+        debug_assert!(edges.get_mut().is_empty());
         shared.set(false);
         let (claim, early) = (tree.claim, &mut tree.early);
         match g {
@@ -329,14 +329,14 @@ fn run(
                 }
             }
         }
-        for (edge, g) in edges.get_mut().iter_mut() {
-            match std::mem::replace(edge, Edge::Leaf) {
+        for (edge, g) in edges.get_mut().drain(..) {
+            match edge {
                 Edge::Leaf => {}
                 Edge::Sole(child) => {
-                    stack.push((tree.nodes.len(), g.take()));
+                    stack.push((tree.nodes.len(), g));
                     tree.nodes.push(child);
                 }
-                Edge::Shared(node, k) => frontier.push((node, k, g.take())),
+                Edge::Shared(node, k) => frontier.push((node, k, g)),
             }
         }
     }
