@@ -148,14 +148,14 @@ impl Producers<'_> {
     }
 }
 
-/// The reached graph: steps in discovery order (the root is step 0) and a topological order of
-/// them in which every consumer comes before its producers.
+/// The reached graph: steps in discovery order (the roots first) and a topological order of
+/// them in which every consumer comes before its producers ([`Plan::topological_order`], the
+/// order [`crate::sole_tree`] runs a graph in). `backward` plans only what lies past the tree
+/// its root's sole edges reach; `grad`, batched and several-result traversals plan it all.
 ///
 /// A plan keeps 17 bytes per node for a chain of unary ops discovered in order from a
-/// single-result root (W3 holds a million): the node and its flags, and nothing in the spans,
-/// the producer table or the order. Any other plan keeps a span (8 bytes) per node as well.
-/// The order of independent branches is unspecified: a tree runs them in discovery order, a
-/// graph with shared nodes in the order Kahn's algorithm finds.
+/// single-result root: the node and its flags, and nothing in the spans, the producer table
+/// or the order. Any other plan keeps a span (8 bytes) per node as well.
 ///
 /// A plan whose claim finished releases the claimed nodes when it is dropped, each right
 /// before the plan's reference to the node goes, so every node is touched once more, not twice.
@@ -198,8 +198,8 @@ impl Drop for Plan {
     }
 }
 
-/// The emptied node buffer of the thread's last plan, up to [`spare_nodes::CAPACITY`] nodes,
-/// for its next plan, so that a training loop's traversals do not regrow it. Only this column:
+/// The emptied node buffer of the thread's last plan (or sole-edge tree), up to
+/// [`spare_nodes::CAPACITY`] nodes, for its next one, so that a training loop's traversals do not regrow it. Only this column:
 /// keeping the others too counts 5% fewer instructions but measured 30-40% slower in W1,
 /// because freeing a buffer of 64 KiB or more after a release is what makes glibc consolidate
 /// the chunks the release freed; the next forward pass then allocates from merged, contiguous
@@ -479,22 +479,14 @@ impl Plan {
                 let mut tree = vec![root];
                 while let Some(i) = tree.pop() {
                     order.push(i);
-                    for &p in self.producers_of(i as usize).as_slice() {
-                        if p == NO_PRODUCER {
-                            continue;
-                        }
+                    self.count_edges(i, &mut pending, |p, _| {
                         let q = p as usize;
-                        // an edge into a node already ordered closes a cycle
-                        if pending[q] == 0 {
-                            return Err(cycle_error(&*self.nodes[q]));
-                        }
-                        pending[q] -= 1;
                         if self.flags(q) & flag::SHARED == 0 && self.slots_of(q).len() == 1 {
                             tree.push(p);
                         } else if !std::mem::replace(&mut listed[q], true) {
                             frontier.push(p);
                         }
-                    }
+                    })?;
                 }
                 match frontier[..] {
                     [next] if self.slots_of(next as usize).len() == 1 => {
@@ -514,24 +506,39 @@ impl Plan {
             .collect();
         while let Some(i) = ready.pop() {
             order.push(i);
-            for &p in self.producers_of(i as usize).as_slice() {
-                if p == NO_PRODUCER {
-                    continue;
-                }
-                let q = p as usize;
-                if pending[q] == 0 {
-                    return Err(cycle_error(&*self.nodes[q]));
-                }
-                pending[q] -= 1;
-                if pending[q] == 0 {
+            self.count_edges(i, &mut pending, |p, left| {
+                if left == 0 {
                     ready.push(p);
                 }
-            }
+            })?;
         }
         if order.len() != n {
             return Err(cycle_error(&*self.nodes[0]));
         }
         Ok(order)
+    }
+
+    /// Counts step `i`'s edges as run: each producer's count of consumers still to run drops
+    /// by one, and `each` gets the producer and that count, in input order. An edge into a
+    /// step whose count is already 0 (a step already ordered) closes a cycle.
+    fn count_edges(
+        &self,
+        i: u32,
+        pending: &mut [u32],
+        mut each: impl FnMut(u32, u32),
+    ) -> Result<()> {
+        for &p in self.producers_of(i as usize).as_slice() {
+            if p == NO_PRODUCER {
+                continue;
+            }
+            let left = &mut pending[p as usize];
+            if *left == 0 {
+                return Err(cycle_error(&*self.nodes[p as usize]));
+            }
+            *left -= 1;
+            each(p, *left);
+        }
+        Ok(())
     }
 
     /// The number of steps (reached nodes).
@@ -829,11 +836,14 @@ pub(crate) fn propagate(
     propagate_with(plan, cotangents, None, sink, staging, claim, profile).map(|_| ())
 }
 
-/// [`propagate`] from cotangents for results of several steps: `(step, result, cotangent)`,
-/// several for one result summed.
+/// Cotangents for results of a plan's steps, `(step, result, cotangent)`; several for one
+/// result are summed in this order.
+pub(crate) type Seeds = Vec<(usize, usize, Tensor)>;
+
+/// [`propagate`] from `seeds`, accumulating.
 pub(crate) fn propagate_from(
     plan: &Plan,
-    seeds: Vec<(usize, usize, Tensor)>,
+    seeds: Seeds,
     staging: &mut Staging,
     claim: Option<&mut Claim<'_>>,
     profile: Option<&mut BackwardProfile>,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::engine::{
     cycle_error, node_key, propagate_from, run_vjp, spare_nodes, Claim, Cotangent, IdMap, Plan,
-    Staging,
+    Seeds, Staging,
 };
 use crate::error::{ensure, Result};
 use crate::gradient::Sum;
@@ -216,7 +216,7 @@ pub(crate) fn accumulate(
 
 /// The sum of the cotangents of one result, in the order they came (as a plan's pending
 /// slot sums them).
-fn sum(seeds: Vec<(usize, usize, Tensor)>) -> Result<Option<Tensor>> {
+fn sum(seeds: Seeds) -> Result<Option<Tensor>> {
     let mut seeds = seeds.into_iter().map(|(_, _, g)| g);
     let Some(first) = seeds.next() else {
         return Ok(None);
@@ -230,8 +230,7 @@ fn sum(seeds: Vec<(usize, usize, Tensor)>) -> Result<Option<Tensor>> {
 
 /// The frontier's distinct nodes, and the cotangents for their results as `(index, result,
 /// cotangent)`; a result that does not exist is refused, as discovery refuses it.
-#[allow(clippy::type_complexity)]
-fn gather(frontier: Frontier) -> Result<(Vec<Node>, Vec<(usize, usize, Tensor)>)> {
+fn gather(frontier: Frontier) -> Result<(Vec<Node>, Seeds)> {
     let mut index: IdMap<usize> = IdMap::default();
     let mut roots: Vec<Node> = Vec::new();
     let mut seeds = Vec::new();
