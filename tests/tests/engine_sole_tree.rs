@@ -103,9 +103,13 @@ fn a_released_node_past_the_frontier_fails_and_changes_nothing() {
 fn a_backward_racing_a_grad_over_one_graph_commits_exactly_once() {
     for round in 0..300 {
         let x = t(&[1.0; N], &[N]);
-        let h = mul_scalar(&x, 2.0).unwrap();
+        // two shared intermediates: a frontier of two nodes, which a plan runs
+        let (h1, h2) = (mul_scalar(&x, 2.0).unwrap(), mul_scalar(&x, 3.0).unwrap());
         let parts: Vec<Tensor> = (1..=4)
-            .map(|i| mul(&h, &mul_scalar(&x, i as f32).unwrap()).unwrap())
+            .map(|i| {
+                let h = if i <= 2 { &h1 } else { &h2 };
+                mul(h, &mul_scalar(&x, i as f32).unwrap()).unwrap()
+            })
             .collect();
         let total = parts[1..]
             .iter()
@@ -113,7 +117,7 @@ fn a_backward_racing_a_grad_over_one_graph_commits_exactly_once() {
         // the caller keeps an intermediate: the tree stops there
         let kept = mul_scalar(&total, 0.5).unwrap();
         let loss = sum(&kept).unwrap();
-        drop((h, parts, total));
+        drop((h1, h2, parts, total));
         let barrier = Arc::new(Barrier::new(2));
         let (b1, l1) = (barrier.clone(), loss.clone());
         let by_backward = thread::spawn(move || {
@@ -130,15 +134,15 @@ fn a_backward_racing_a_grad_over_one_graph_commits_exactly_once() {
             r1.is_ok() != r2.is_ok(),
             "round {round}: exactly one must commit, got {r1:?} and {r2:?}"
         );
-        // loss = sum(0.5 * 2 x * (1 + 2 + 3 + 4) x) = sum(10 x^2): d/dx = 20 x
+        // loss = sum(0.5 (2 x (1 + 2) x + 3 x (3 + 4) x)) = sum(13.5 x^2): d/dx = 27 x
         match r2 {
             Ok(g) => {
-                assert_eq!(vals(g[0].as_ref().unwrap()), vec![20.0; N]);
+                assert_eq!(vals(g[0].as_ref().unwrap()), vec![27.0; N]);
                 assert_eq!(grad_vals(&x), None);
             }
             Err(e) => {
                 assert!(e.message().contains("retain_graph=True"), "{e}");
-                assert_eq!(grad_vals(&x).unwrap(), vec![20.0; N]);
+                assert_eq!(grad_vals(&x).unwrap(), vec![27.0; N]);
             }
         }
         assert!(kept.autograd_ctx().unwrap().is_released());
