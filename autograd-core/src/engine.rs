@@ -185,22 +185,18 @@ pub(crate) struct Plan {
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        let mut nodes = std::mem::take(&mut self.nodes);
         let release = self.release.get();
-        for node in nodes.drain(..) {
+        spare_nodes::give_back(std::mem::take(&mut self.nodes), |node| {
             if let Some(me) = release {
                 drop(node.saved().release_claimed(me));
             }
-            // most nodes go with the plan's reference: their allocations serve the next pass
-            crate::arc_cache::recycle(node);
-        }
-        spare_nodes::keep(nodes);
+        });
     }
 }
 
 /// The emptied node buffer of the thread's last plan (or sole-edge tree), up to
-/// [`spare_nodes::CAPACITY`] nodes, for its next one, so that a training loop's traversals do not regrow it. Only this column:
-/// keeping the others too counts 5% fewer instructions but measured 30-40% slower in W1,
+/// [`spare_nodes::CAPACITY`] nodes, for its next one, so that a training loop's traversals do
+/// not regrow it. Only this column: keeping the others too counts 5% fewer instructions but measured 30-40% slower in W1,
 /// because freeing a buffer of 64 KiB or more after a release is what makes glibc consolidate
 /// the chunks the release freed; the next forward pass then allocates from merged, contiguous
 /// memory instead of reusing those chunks one by one, scattered.
@@ -219,9 +215,19 @@ pub(crate) mod spare_nodes {
         SPARE.try_with(Cell::take).unwrap_or_default()
     }
 
+    /// Drops a traversal's `nodes` in order, each right after `each` saw it (most go with
+    /// this reference: their allocations serve the next pass), and keeps the emptied buffer.
+    pub(crate) fn give_back(mut nodes: Vec<Node>, mut each: impl FnMut(&Node)) {
+        for node in nodes.drain(..) {
+            each(&node);
+            crate::arc_cache::recycle(node);
+        }
+        keep(nodes);
+    }
+
     /// Keeps the empty `nodes` for the thread's next plan, unless it is too large or the
     /// thread is exiting.
-    pub(crate) fn keep(nodes: Vec<Node>) {
+    fn keep(nodes: Vec<Node>) {
         debug_assert!(nodes.is_empty());
         if nodes.capacity() <= CAPACITY {
             let _ = SPARE.try_with(|spare| {

@@ -146,17 +146,12 @@ impl Drop for Tree {
                 n.saved().unclaim(me);
             }
         }
-        let mut nodes = std::mem::take(&mut self.nodes);
-        for node in nodes.drain(..) {
-            match self.claim {
-                Some(me) if self.finished => drop(node.saved().release_claimed(me)),
-                Some(me) => node.saved().unclaim(me),
-                None => {}
-            }
-            // most nodes go with this reference: their allocations serve the next pass
-            crate::arc_cache::recycle(node);
-        }
-        spare_nodes::keep(nodes);
+        let (claim, finished) = (self.claim, self.finished);
+        spare_nodes::give_back(std::mem::take(&mut self.nodes), |node| match claim {
+            Some(me) if finished => drop(node.saved().release_claimed(me)),
+            Some(me) => node.saved().unclaim(me),
+            None => {}
+        });
     }
 }
 
