@@ -755,6 +755,10 @@ fn drop_node(node: Node) {
             continue;
         }
         let Some(saved) = node.saved().take() else {
+            // Released while a tensor held it (a loss, a kept activation): it goes to the
+            // allocator, not the cache. Cached, it would be the next forward's first node,
+            // out of the order the release left the others in; the backward of W1s measured
+            // 1.1-2x slower so, at the same instruction count.
             continue;
         };
         // Handle by handle, so that a tensor saved twice (`x * x`) is emptied when its last
