@@ -307,8 +307,11 @@ fn clamp_with_crossed_or_nan_bounds_is_a_value_error_that_changes_nothing() {
     assert_eq!(kind(clamp(&x, f32::NAN, 1.0)), ErrorKind::Value);
     assert_eq!(f32s(&x), [0.5, 1.5]);
     assert!(x.grad().unwrap().is_none());
-    // bounds are inclusive for the gradient
+    // a value at a bound gets no gradient, as PyTorch 2.15 gives it; one inside gets it all
     let y = clamp(&x, 0.5, 1.0).unwrap();
+    y.backward_with(Some(&t(&[1.0, 1.0], &[2])), false).unwrap();
+    assert_eq!(f32s(&x.grad().unwrap().unwrap()), [0.0, 0.0]);
+    let y = clamp(&x, 0.0, 1.0).unwrap();
     y.backward_with(Some(&t(&[1.0, 1.0], &[2])), false).unwrap();
     assert_eq!(f32s(&x.grad().unwrap().unwrap()), [1.0, 0.0]);
 }

@@ -59,7 +59,8 @@ pub fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// The larger of `a` and `b` per position (NaN if either is NaN), numpy broadcasting. On a tie
-/// the gradient is split evenly between the two, as PyTorch does.
+/// the gradient is split evenly between the two, and at a NaN both get all of it, as PyTorch
+/// does.
 #[track_caller]
 pub fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("maximum", a, b)?;
@@ -68,7 +69,8 @@ pub fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// The smaller of `a` and `b` per position (NaN if either is NaN), numpy broadcasting. On a tie
-/// the gradient is split evenly between the two.
+/// the gradient is split evenly between the two, and at a NaN both get all of it, as PyTorch
+/// does.
 #[track_caller]
 pub fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("minimum", a, b)?;
@@ -152,33 +154,38 @@ mod node {
         real!("div", a, T => zip(a, b, |x: T, y: T| x.over(y)))
     }
 
-    /// The share of `g` that the first operand of a max/min gets: all of it where it won,
-    /// half on a tie, none where it lost.
+    /// The cotangents of a max/min's operands: each gets all of `g` unless it lost (`loses`
+    /// of it against the other), half on a tie. Neither loses a comparison with NaN, so at a
+    /// NaN both get all of `g`, as PyTorch's rule gives.
     fn winner_shares(
         g: Tensor,
         a: &Tensor,
         b: &Tensor,
-        wins: fn(f32, f32) -> bool,
+        loses: fn(f32, f32) -> bool,
     ) -> Result<(Tensor, Tensor)> {
-        let share = crate::kernel::zip(a, b, move |x: f32, y: f32| {
+        let share = move |x: f32, y: f32| {
             if x == y {
                 0.5f32
-            } else if wins(x, y) {
-                1.0
-            } else {
+            } else if loses(x, y) {
                 0.0
+            } else {
+                1.0
             }
-        })?;
-        let ga = crate::batch::zip_with(&g, &share, |g: f32, s: f32| g * s)?;
-        let gb = crate::batch::zip_with_owned(g, &share, |g: f32, s: f32| g * (1.0 - s))?;
+        };
+        let ga =
+            crate::batch::zip_with(&g, &crate::kernel::zip(a, b, share)?, |g: f32, s: f32| {
+                g * s
+            })?;
+        let b_share = crate::kernel::zip(a, b, move |x: f32, y: f32| share(y, x))?;
+        let gb = crate::batch::zip_with_owned(g, &b_share, |g: f32, s: f32| g * s)?;
         Ok((ga, gb))
     }
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        // d max(a, b) = g [a > b] da + g [b > a] db, g/2 to each on a tie
+        // d max(a, b) = g [not a < b] da + g [not b < a] db, g/2 to each on a tie
         fn vjp(g: Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let (ga, gb) = winner_shares(g, a, b, |x, y| x > y)?;
+            let (ga, gb) = winner_shares(g, a, b, |x, y| x < y)?;
             Ok((Some(ga), Some(gb)))
         }
         numeric!("maximum", a, T => zip(a, b, |x: T, y: T| x.max_of(y)))
@@ -186,9 +193,9 @@ mod node {
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        // d min(a, b) = g [a < b] da + g [b < a] db, g/2 to each on a tie
+        // d min(a, b) = g [not a > b] da + g [not b > a] db, g/2 to each on a tie
         fn vjp(g: Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-            let (ga, gb) = winner_shares(g, a, b, |x, y| x < y)?;
+            let (ga, gb) = winner_shares(g, a, b, |x, y| x > y)?;
             Ok((Some(ga), Some(gb)))
         }
         numeric!("minimum", a, T => zip(a, b, |x: T, y: T| x.min_of(y)))

@@ -111,7 +111,10 @@ pub fn rsqrt(a: &Tensor) -> Result<Tensor> {
 }
 
 /// `a^p` elementwise for a constant exponent `p` (floating tensors; IEEE `powf`, so a negative
-/// base with a fractional exponent is NaN).
+/// base with a fractional exponent is NaN). The exponents 0.5, -0.5, -1, 2, 3 and -2 are
+/// computed as `sqrt`, `1 / sqrt`, `1 / a`, `a a`, `a a a` and `1 / (a a)`, as PyTorch does, so
+/// values and gradients agree with PyTorch's at -0 and -inf too (`pow(-inf, 0.5)` is inf,
+/// `sqrt(-inf)` NaN). The gradient for `p = 0` is 0.
 #[differentiable(crate = crate, batched)]
 pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
     // d a^p = p a^(p - 1) g
@@ -123,12 +126,32 @@ pub fn powf(a: &Tensor, p: f32) -> Result<Tensor> {
                 if p == 0.0 {
                     0.0
                 } else {
-                    g * p * x.powf(p - 1.0)
+                    g * p * power(x, p - 1.0)
                 }
             },
         )?))
     }
-    real!("powf", a, T => { let p = T::from_f32(p); map(a, move |x: T| x.powf_(p)) })
+    real!("powf", a, T => map(a, move |x: T| power(x, p)))
+}
+
+/// `x^p` by the formula PyTorch uses for `p` (see [`powf`]).
+fn power<T: Real>(x: T, p: f32) -> T {
+    let one = T::from_f32(1.0);
+    if p == 0.5 {
+        x.sqrt_()
+    } else if p == -0.5 {
+        one.over(x.sqrt_())
+    } else if p == -1.0 {
+        one.over(x)
+    } else if p == 2.0 {
+        x.times(x)
+    } else if p == 3.0 {
+        x.times(x).times(x)
+    } else if p == -2.0 {
+        one.over(x.times(x))
+    } else {
+        x.powf_(T::from_f32(p))
+    }
 }
 
 /// `tanh(a)` elementwise (floating tensors).
@@ -171,19 +194,20 @@ fn logistic<T: Real>(x: T) -> T {
     }
 }
 
-/// `max(a, 0)` elementwise (Float32, Float64, Int32; NaN stays NaN). The gradient at 0 is 0.
+/// `max(a, 0)` elementwise (Float32, Float64, Int32; NaN stays NaN). The gradient is 0 where
+/// `a <= 0` (so 0 at 0) and passes everywhere else, NaN included, as PyTorch's.
 #[differentiable(crate = crate, batched)]
 pub fn relu(a: &Tensor) -> Result<Tensor> {
-    // d relu = [a > 0] g
+    // d relu = [not a <= 0] g: NaN passes the cotangent, as PyTorch's threshold_backward
     fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(crate::batch::zip_with_owned(
             g,
             a,
             |g: f32, x: f32| {
-                if x > 0.0 {
-                    g
-                } else {
+                if x <= 0.0 {
                     0.0
+                } else {
+                    g
                 }
             },
         )?))
@@ -192,6 +216,7 @@ pub fn relu(a: &Tensor) -> Result<Tensor> {
 }
 
 /// GELU in its exact form `a Phi(a) = a (1 + erf(a / sqrt 2)) / 2` (floating tensors).
+/// `gelu(inf)` is inf, its limit; PyTorch 2.15's CPU kernel gives NaN there.
 #[differentiable(crate = crate, batched)]
 pub fn gelu(a: &Tensor) -> Result<Tensor> {
     // d (x Phi(x)) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
@@ -285,7 +310,8 @@ pub fn cos(a: &Tensor) -> Result<Tensor> {
 }
 
 /// `a` limited to `[min, max]` elementwise (floating tensors; NaN stays NaN). The gradient
-/// passes where `min <= a <= max` (bounds included, as PyTorch) and is 0 outside.
+/// passes strictly inside, where `min < a < max`, and is 0 at the bounds, outside them and at
+/// NaN, as PyTorch 2.15 gives it (so `clamp(x, 0, 0)` passes none).
 /// `min > max` or a NaN bound is `Error::Value`.
 #[track_caller]
 pub fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
@@ -305,13 +331,13 @@ mod clamp_node {
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn clamp(a: &Tensor, min: f32, max: f32) -> Result<Tensor> {
-        // d clamp = [min <= a <= max] g
+        // d clamp = [min < a < max] g
         fn vjp(g: Tensor, a: &Tensor, min: f32, max: f32) -> Result<Option<Tensor>> {
             Ok(Some(crate::batch::zip_with_owned(
                 g,
                 a,
                 move |g: f32, x: f32| {
-                    if (min..=max).contains(&x) {
+                    if min < x && x < max {
                         g
                     } else {
                         0.0
