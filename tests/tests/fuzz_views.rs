@@ -4,8 +4,8 @@
 //! Each case draws
 //! - a *base* leaf: a random shape tree (leaf modes, nested modes such as `(2,(3,2))` or
 //!   `((2,2),3)`, a bare-leaf root, rank 0, zero extents) under random strides (compact in a
-//!   random leaf order, with holes, stride 0 on random leaves, or small arbitrary strides that
-//!   may alias storage), placed at a random offset in a larger carrier with
+//!   random leaf order, with holes, stride 0 on random leaves, compact with one stride shrunk so
+//!   modes overlap, or small arbitrary strides), placed at a random offset in a larger carrier with
 //!   [`Tensor::with_layout_detached`];
 //! - a chain of steps over a growing pool of tensors (the base first): the views `transpose`,
 //!   `permute`, `narrow`, `slice`, `select`, `broadcast_to`, `expand`, `reshape`, `view`,
@@ -31,14 +31,16 @@
 //! leaves and that `with_layout_detached` refuses a layout reaching past its carrier, both with
 //! `Error::Value`.
 //!
-//! The test command runs 256 cases (well under a second). A long run, with any case count:
+//! The test command runs 256 cases (well under a second). A long run takes any case count from
+//! `PROPTEST_CASES`; 200,000 cases take three to four minutes on two cores:
 //!
 //! ```text
-//! PROPTEST_CASES=20000 cargo test --release -p autograd-tests --test fuzz_views
+//! PROPTEST_CASES=200000 cargo test -p autograd-tests --test fuzz_views
 //! ```
 //!
 //! A failing case is shrunk and its seed saved in `fuzz_views.proptest-regressions`, which
-//! proptest replays first on every later run.
+//! proptest replays first on every later run. One gap the fuzzer found is left to a library
+//! change and tolerated here: see `a_view_of_an_empty_tensor_always_exists` (ignored).
 
 mod fuzz_reference;
 
@@ -697,13 +699,15 @@ fn resolve(spec: &Spec, pool: &[Model]) -> Option<Step> {
             let dims = pool[s].dims();
             let d = d.of(dims.len());
             let extent = dims.get(d).copied().unwrap_or(0);
+            let reversed = start.0 % 2 == 1;
             let start = start.of(extent);
             let len = len.of(extent.saturating_sub(start));
-            // slice takes a range: the same elements as narrow(start, len)
-            let second = if *slice {
-                start.saturating_add(len)
-            } else {
-                len
+            // slice takes a range: the same elements as narrow(start, len); an empty one is
+            // sometimes written reversed (`3..2`), which is empty too
+            let second = match (*slice, len) {
+                (false, len) => len,
+                (true, 0) if reversed && start > 0 && start <= extent => start - 1,
+                (true, len) => start.saturating_add(len),
             };
             Step::Narrow(s, d, start, second, *slice)
         }
@@ -1224,22 +1228,35 @@ fn check_gradients(
         return Ok(());
     }
 
-    // central differences of the reference, per storage slot, in f64
+    // central differences of the reference, per storage slot, in f64: with a tiny step (the
+    // reference derivative), and with gradcheck's step (to tell whether the function is smooth
+    // enough at that scale for gradcheck's Float32 differences to mean anything)
+    let options = GradcheckOptions {
+        atol: 5e-2,
+        rtol: 2e-2,
+        ..GradcheckOptions::default()
+    };
     let slots = base_model.slots.clone().unwrap_or_default();
     let mut fd = std::collections::HashMap::new();
-    let h = 1e-5;
+    let mut coarse_ok = true;
     let mut perturbed = storage.to_vec();
     for &s in &slots {
         if fd.contains_key(&s) {
             continue;
         }
-        let at = |perturbed: &mut Vec<f64>, x: f64| {
-            perturbed[s] = storage[s] + x;
-            let base = Model::base(shape, stride, offset, perturbed);
-            model_loss(&model_pool(base, done), picks)
+        let mut diff = |h: f64| {
+            let mut at = |x: f64| {
+                perturbed[s] = storage[s] + x;
+                let base = Model::base(shape, stride, offset, &perturbed);
+                model_loss(&model_pool(base, done), picks)
+            };
+            let d = (at(h) - at(-h)) / (2.0 * h);
+            perturbed[s] = storage[s];
+            d
         };
-        let d = (at(&mut perturbed, h) - at(&mut perturbed, -h)) / (2.0 * h);
-        perturbed[s] = storage[s];
+        let d = diff(1e-5);
+        let coarse = diff(options.eps * storage[s].abs().max(1.0));
+        coarse_ok &= (coarse - d).abs() <= 0.25 * (options.atol + options.rtol * d.abs());
         fd.insert(s, d);
     }
     let want: Vec<f64> = slots.iter().map(|s| fd[s]).collect();
@@ -1277,15 +1294,13 @@ fn check_gradients(
         other => prop_assert!(false, "grad() gave {:?}", other),
     }
 
-    if done.iter().any(|(s, ok)| *ok && s.has_kink()) {
+    // The library's own finite differences, in Float32 (looser: the forward rounds), where
+    // they can be trusted: no kink, a function smooth at gradcheck's step, and a loss small
+    // enough that rounding it stays well inside the tolerance.
+    let loss_value = model_loss(&model_pool(base_model.clone(), done), picks);
+    if !coarse_ok || loss_value.abs() > 1e3 || done.iter().any(|(s, ok)| *ok && s.has_kink()) {
         return Ok(());
     }
-    // the library's own finite differences, in Float32 (looser: the forward rounds)
-    let options = GradcheckOptions {
-        atol: 5e-2,
-        rtol: 2e-2,
-        ..GradcheckOptions::default()
-    };
     let f = |xs: &[Tensor]| loss(&replay(&xs[0], done)?, picks);
     must("gradcheck", || {
         gradcheck(f, std::slice::from_ref(base), options)
