@@ -296,10 +296,12 @@ impl Tensor {
         if self.subtensor_count() != 1 {
             return Ok(None);
         }
-        if l.is_row_major_contiguous() {
+        // an empty tensor has no element to place: every layout of its new shape expresses it
+        // (PyTorch's computeStride views any empty tensor)
+        if l.is_row_major_contiguous() || l.size() == 0 {
             return Ok(Some(target));
         }
-        if !l.is_flat() || l.size() == 0 {
+        if !l.is_flat() {
             return Ok(None);
         }
         let old: Vec<(usize, usize)> = (0..l.rank())

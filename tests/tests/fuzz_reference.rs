@@ -380,15 +380,11 @@ pub fn reshape(m: &Model, dims: &[usize]) -> Expect {
 }
 
 /// `view(dims)`: a reshape that refuses to copy; it must succeed where storage order is logical
-/// order, and may be refused (`Error::Value`) elsewhere.
+/// order and for every empty tensor (as PyTorch's `computeStride`), and may be refused
+/// (`Error::Value`) elsewhere.
 pub fn view(m: &Model, dims: &[usize]) -> Expect {
     match reshape(m, dims) {
-        // Known gap, left to the lead: `view` of an empty tensor whose layout is not compact
-        // (`zeros [2, 0]` transposed, or any nested empty layout) is refused, where PyTorch's
-        // `computeStride` (and DESIGN.md's "whenever a layout expresses the result") accepts
-        // every view of an empty tensor (and `reshape` copies it). Until that is decided, an empty
-        // `view` may go either way.
-        Expect::Ok(v) if m.is_contiguous_view() => Expect::Ok(v),
+        Expect::Ok(v) if m.vals.is_empty() || m.is_contiguous_view() => Expect::Ok(v),
         Expect::Ok(v) => Expect::Either(v, vec![ErrorKind::Value]),
         other => other,
     }

@@ -39,8 +39,8 @@
 //! ```
 //!
 //! A failing case is shrunk and its seed saved in `fuzz_views.proptest-regressions`, which
-//! proptest replays first on every later run. One gap the fuzzer found is left to a library
-//! change and tolerated here: see `a_view_of_an_empty_tensor_always_exists` (ignored).
+//! proptest replays first on every later run. A gap it found (`view` of a non-compact empty
+//! tensor) is fixed and kept as `a_view_of_an_empty_tensor_always_exists`.
 
 mod fuzz_reference;
 
@@ -1319,13 +1319,10 @@ proptest! {
     }
 }
 
-/// A gap this fuzzer found, left to the lead (the library is not changed here): `view` refuses
-/// an empty tensor whose layout is not compact, where PyTorch's `computeStride` (and DESIGN.md's
-/// "reshape/view share storage whenever a layout expresses the result") gives an empty tensor
-/// every view of the same size. `fuzz_reference::view` lets an empty `view` go either way until
-/// this passes.
+/// A gap this fuzzer found: `view` refused an empty tensor whose layout is not compact, where
+/// PyTorch's `computeStride` (and DESIGN.md's "reshape/view share storage whenever a layout
+/// expresses the result") gives an empty tensor every view of the same size.
 #[test]
-#[ignore = "known gap: view of a non-compact empty tensor is refused"]
 fn a_view_of_an_empty_tensor_always_exists() {
     // the fuzzer's minimal case: a compact [0, 0] (what reshape gives) viewed as itself
     let square = Tensor::from_vec(Vec::<f32>::new(), Shape::from(&[0usize, 0][..])).unwrap();
