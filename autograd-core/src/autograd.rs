@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::allocation::with_capacity;
 use crate::dtype::DType;
 use crate::engine::{propagate, Claim, IdMap, IdSet, Plan, Sink, Staging};
 use crate::error::{bail, ensure, Result};
@@ -10,7 +11,7 @@ use crate::gradient;
 use crate::layout::Layout;
 use crate::op::Node;
 use crate::profile::BackwardProfile;
-use crate::scalar::{with_capacity, Buffer};
+use crate::scalar::Buffer;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -181,7 +182,9 @@ impl Tensor {
             Value,
             "backward() without a gradient needs a tensor with exactly one top-level leaf mode of extent 1, got layout {l}; pass a gradient"
         );
-        let carrier = self.carrier()?.fresh(Buffer::F32(vec![1.0; l.cosize()]))?;
+        let carrier = self
+            .carrier()?
+            .fresh(Buffer::F32(crate::allocation::filled(l.cosize(), 1.0)?))?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,
             self.kept_layout(),

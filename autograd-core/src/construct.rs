@@ -5,11 +5,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::allocation::filled;
 use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
 use crate::int_tuple::Shape;
 use crate::layout::Layout;
-use crate::scalar::{filled, Buffer, Element, Scalar};
+use crate::scalar::{Buffer, Element, Scalar};
 use crate::tensor::Tensor;
 
 /// A seeded pseudo-random generator (xoshiro256**, seeded through splitmix64): the same seed
@@ -310,16 +311,40 @@ const SHOWN_LIMIT: usize = 10_000;
 const DEPTH_LIMIT: usize = 64;
 
 /// The positions shown along an axis of extent `n`: all of them, or the first and last
-/// [`EDGE`] around a `None` standing for `...`.
-fn shown(n: usize, summarise: bool) -> Vec<Option<usize>> {
-    if summarise && n > 2 * EDGE {
-        (0..EDGE)
-            .map(Some)
-            .chain(std::iter::once(None))
-            .chain((n - EDGE..n).map(Some))
-            .collect()
-    } else {
-        (0..n).map(Some).collect()
+/// [`EDGE`] around a `None` standing for `...`. Produced lazily: an axis of an empty tensor may
+/// have 2^40 positions, none of which is ever written.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    n: usize,
+    summarised: bool,
+}
+
+impl Shown {
+    fn new(n: usize, summarise: bool) -> Shown {
+        Shown {
+            n,
+            summarised: summarise && n > 2 * EDGE,
+        }
+    }
+
+    /// The number of positions whose values are written.
+    fn count(self) -> usize {
+        if self.summarised {
+            2 * EDGE
+        } else {
+            self.n
+        }
+    }
+
+    fn entries(self) -> impl Iterator<Item = Option<usize>> {
+        let (head, tail) = if self.summarised {
+            (0..EDGE, self.n - EDGE..self.n)
+        } else {
+            (0..self.n, self.n..self.n)
+        };
+        head.map(Some)
+            .chain(self.summarised.then_some(None))
+            .chain(tail.map(Some))
     }
 }
 
@@ -328,19 +353,19 @@ fn shown(n: usize, summarise: bool) -> Vec<Option<usize>> {
 fn write_values(
     f: &mut fmt::Formatter<'_>,
     t: &Tensor,
-    axes: &[Vec<Option<usize>>],
+    axes: &[Shown],
     coord: &mut Vec<usize>,
     indent: Option<usize>,
 ) -> fmt::Result {
     let d = coord.len();
-    let Some(entries) = axes.get(d) else {
+    let Some(axis) = axes.get(d) else {
         return match t.get(coord) {
             Ok(v) => write!(f, "{v}"),
             Err(_) => f.write_str("?"),
         };
     };
     f.write_str("[")?;
-    for (k, entry) in entries.iter().enumerate() {
+    for (k, entry) in axis.entries().enumerate() {
         if k > 0 {
             match indent {
                 Some(col) if d + 1 < axes.len() => {
@@ -351,7 +376,7 @@ fn write_values(
         }
         match entry {
             Some(i) => {
-                coord.push(*i);
+                coord.push(i);
                 write_values(f, t, axes, coord, indent)?;
                 coord.pop();
             }
@@ -375,14 +400,12 @@ impl fmt::Display for Tensor {
             return write!(f, "{self:?}");
         }
         let summarise = self.size() > SUMMARY_THRESHOLD;
-        let axes: Vec<Vec<Option<usize>>> = self
+        let axes: Vec<Shown> = self
             .dims()
             .into_iter()
-            .map(|n| shown(n, summarise))
+            .map(|n| Shown::new(n, summarise))
             .collect();
-        let shown_count = axes.iter().fold(1usize, |p, a| {
-            p.saturating_mul(a.iter().filter(|e| e.is_some()).count())
-        });
+        let shown_count = axes.iter().fold(1usize, |p, a| p.saturating_mul(a.count()));
         let elided = axes.len() > DEPTH_LIMIT || shown_count > SHOWN_LIMIT;
         let mut coord = Vec::with_capacity(axes.len());
         if !f.alternate() {
@@ -403,7 +426,7 @@ impl fmt::Display for Tensor {
 
 /// `f(0), f(1), …, f(n - 1)`, or `Error::Value` when `n` elements cannot be allocated.
 fn drawn<T>(n: usize, mut f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
-    let mut values = crate::scalar::with_capacity(n)?;
+    let mut values = crate::allocation::with_capacity(n)?;
     values.extend((0..n).map(&mut f));
     Ok(values)
 }

@@ -1235,7 +1235,7 @@ fn one_by_one(
                 return Ok(None);
             };
             let input = inputs.get(j).filter(|_| mask.get(j) == Some(&true));
-            let mut values = crate::scalar::with_capacity(like.size().saturating_mul(k))?;
+            let mut values = crate::allocation::with_capacity(like.size().saturating_mul(k))?;
             for (i, r) in runs.iter().enumerate() {
                 match &r[j] {
                     Some(gj) => {

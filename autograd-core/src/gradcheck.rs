@@ -125,10 +125,14 @@ pub fn gradcheck(
             if inputs[i].same_tensor(&inputs[j]) || a.carrier.id() != b.carrier.id() {
                 continue;
             }
-            let slots: std::collections::HashSet<usize> =
-                a.layout.offsets().iter().map(|o| a.offset + o).collect();
+            let slots: std::collections::HashSet<usize> = a
+                .layout
+                .try_offsets()?
+                .iter()
+                .map(|o| a.offset + o)
+                .collect();
             ensure!(
-                !b.layout.offsets().iter().any(|o| slots.contains(&(b.offset + o))),
+                !b.layout.try_offsets()?.iter().any(|o| slots.contains(&(b.offset + o))),
                 Value,
                 "gradcheck: inputs {i} and {j} share storage, so perturbing one moves the other and the differences would measure both"
             );
@@ -181,11 +185,11 @@ pub fn gradcheck(
     for (i, x) in inputs.iter().enumerate() {
         let a = match &analytic[i] {
             Some(g) => g.values::<f32>()?,
-            None => vec![0.0; x.size()],
+            None => crate::allocation::filled(x.size(), 0.0)?,
         };
         let dims = x.dims();
         let sub = &pieces[i];
-        let slots = sub.layout.offsets();
+        let slots = sub.layout.try_offsets()?;
         let mut done = std::collections::HashSet::new();
         for (p, &slot) in slots.iter().enumerate() {
             if !done.insert(slot) {

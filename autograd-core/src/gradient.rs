@@ -214,7 +214,7 @@ pub(crate) fn fold_for(target: &Tensor, g: Tensor) -> Result<Tensor> {
 /// and writes that sum at each of those positions, in the canonical layout of the shape.
 fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     let values = g.values::<f32>()?;
-    let slots = target.offsets();
+    let slots = target.try_offsets()?;
     let mut sums = crate::pool::zeroed(target.cosize())?;
     for (v, &s) in values.iter().zip(&slots) {
         sums[s] += v;
@@ -280,7 +280,7 @@ fn add_slots(layout: &Layout, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
     if layout.size() == n {
         return Ok(x[..n].iter().zip(&y[..n]).map(|(p, q)| p + q).collect());
     }
-    let mut out = vec![0.0f32; n];
+    let mut out = crate::allocation::filled(n, 0.0f32)?;
     layout.for_each_offset(|o| out[o] = x[o] + y[o]);
     Ok(out)
 }

@@ -470,11 +470,25 @@ impl Layout {
         }
     }
 
-    /// Every offset in logical order.
-    pub fn offsets(&self) -> Vec<usize> {
-        let mut out = Vec::with_capacity(self.size);
+    /// Every offset in logical order; `Error::Value` when that many cannot be allocated (a
+    /// broadcast layout may have 2^40 positions).
+    pub fn try_offsets(&self) -> Result<Vec<usize>> {
+        let mut out = crate::allocation::with_capacity(self.size)?;
         self.for_each_offset(|o| out.push(o));
-        out
+        Ok(out)
+    }
+
+    /// Every offset in logical order.
+    ///
+    /// # Panics
+    /// When the offsets cannot be allocated, where [`Layout::try_offsets`] returns an error.
+    #[deprecated(
+        since = "0.1.0",
+        note = "panics when the offsets cannot be allocated; use `try_offsets`"
+    )]
+    pub fn offsets(&self) -> Vec<usize> {
+        self.try_offsets()
+            .unwrap_or_else(|e| panic!("Layout::offsets: {e}"))
     }
 
     /// How distinct coordinates share storage (exact).
@@ -906,7 +920,7 @@ mod tests {
         let lay = l(shape![2, [2, 3]], stride![100, [1, 10]]);
         // logical order: mode 0 slowest; inside mode 1 colexicographic
         assert_eq!(
-            lay.offsets(),
+            lay.try_offsets().unwrap(),
             vec![0, 1, 10, 11, 20, 21, 100, 101, 110, 111, 120, 121]
         );
         assert_eq!(lay.offset_of_index(1).unwrap(), 100);

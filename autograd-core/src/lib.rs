@@ -3,6 +3,7 @@
 //! The data model: a [`Tensor`] has a logical [`DType`], a CuTe-style [`Layout`] and storage in
 //! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
 
+mod allocation;
 mod arc_cache;
 mod array;
 pub mod batch;

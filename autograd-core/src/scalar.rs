@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::allocation::filled;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 
@@ -79,26 +80,6 @@ impl fmt::Display for Scalar {
             Scalar::Bool(x) => write!(f, "{x}"),
         }
     }
-}
-
-/// `n` copies of `value`, or `Error::Value` when that much memory cannot be had (a huge
-/// broadcast view read out in full, say) instead of aborting the process.
-pub(crate) fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
-    let mut v = with_capacity(n)?;
-    v.resize(n, value);
-    Ok(v)
-}
-
-/// An empty vector with room for `n` elements, or `Error::Value` when it cannot be had.
-pub(crate) fn with_capacity<T>(n: usize) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        crate::Error::Value(format!(
-            "cannot allocate {n} elements of {} bytes",
-            std::mem::size_of::<T>()
-        ))
-    })?;
-    Ok(v)
 }
 
 /// A contiguous run of elements of one simple dtype: what CPU storage holds.

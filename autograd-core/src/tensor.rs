@@ -6,6 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::allocation::{filled, with_capacity};
 use crate::carrier::{Carrier, CpuCarrier};
 use crate::dtype::{DType, PackedDType};
 use crate::error::{bail, ensure, Result};
@@ -15,7 +16,7 @@ use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::layout_cache::KeptLayout;
 use crate::op::Node;
-use crate::scalar::{filled, with_capacity, Buffer, Element, Scalar};
+use crate::scalar::{Buffer, Element, Scalar};
 use crate::word_lock::{WordGuard, WordLock};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the

@@ -10,7 +10,7 @@ use spec_support::{on_cpu, on_test_carrier, tc, v, with_layout};
 
 /// Per-slot sums of `contributions` (logical order) over `layout`, placed at every position.
 fn folded(layout: &Layout, contributions: &[f32]) -> Vec<f32> {
-    let slots = layout.offsets();
+    let slots = layout.try_offsets().unwrap();
     let mut sums = vec![0.0f32; layout.cosize()];
     for (c, &s) in contributions.iter().zip(&slots) {
         sums[s] += c;

@@ -289,7 +289,7 @@ fn logical<'a, T: Element>(e: &Elements<'a, T>) -> Result<std::borrow::Cow<'a, [
     if let Some(s) = e.as_slice() {
         return Ok(std::borrow::Cow::Borrowed(s));
     }
-    let mut v = crate::scalar::filled(e.len(), T::default())?;
+    let mut v = crate::allocation::filled(e.len(), T::default())?;
     e.copy_range(0, &mut v);
     Ok(std::borrow::Cow::Owned(v))
 }

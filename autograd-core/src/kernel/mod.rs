@@ -19,6 +19,7 @@
 //! ```
 
 mod access;
+pub mod alloc;
 #[doc(hidden)]
 pub mod isa;
 mod map;

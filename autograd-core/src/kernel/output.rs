@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
+use crate::allocation::filled;
 use crate::carrier::SMALL_F32;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::layout_cache::KeptLayout;
-use crate::scalar::{filled, Element};
+use crate::scalar::Element;
 use crate::tensor::Tensor;
 
 /// A tensor of `layout` (compact: its storage order is its logical order) whose elements `f`

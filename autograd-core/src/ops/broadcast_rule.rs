@@ -119,7 +119,8 @@ fn sum_back(g: &Tensor, a: &Tensor, batch: Option<usize>) -> Result<Tensor> {
         let m = a.size();
         let summed = read::<f32, _>(g, |x| {
             let xs = x.as_slice()?;
-            let mut acc = vec![0.0f64; m];
+            // (unallocatable sums take the general path below, which reports the error)
+            let mut acc = crate::allocation::filled(m, 0.0f64).ok()?;
             if m > 0 {
                 for row in xs.chunks_exact(m) {
                     acc.iter_mut()

@@ -145,7 +145,7 @@ mod node {
 /// The selection kernel: the mask is read out once, then both operands in logical order.
 fn select<T: crate::Element>(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let m = read::<bool, _>(mask, |m| -> Result<Vec<bool>> {
-        let mut v = crate::scalar::filled(m.len(), false)?;
+        let mut v = crate::allocation::filled(m.len(), false)?;
         m.copy_range(0, &mut v);
         Ok(v)
     })??;

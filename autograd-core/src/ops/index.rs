@@ -85,10 +85,14 @@ fn strides(dims: &[usize]) -> Vec<usize> {
     s
 }
 
-/// For every row-major position of `dims`, `sum_d coord[d] * stride[d]`.
-pub(super) fn offsets(dims: &[usize], stride: &[usize]) -> Vec<usize> {
-    let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(n);
+/// For every row-major position of `dims`, `sum_d coord[d] * stride[d]` (`Error::Value` when
+/// that many cannot be allocated).
+pub(super) fn offsets(dims: &[usize], stride: &[usize]) -> Result<Vec<usize>> {
+    let n = dims
+        .iter()
+        .try_fold(1usize, |p, &d| p.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    let mut out = crate::allocation::with_capacity(n)?;
     let mut coord = vec![0; dims.len()];
     let mut at = 0;
     for _ in 0..n {
@@ -103,7 +107,7 @@ pub(super) fn offsets(dims: &[usize], stride: &[usize]) -> Vec<usize> {
             coord[d] = 0;
         }
     }
-    out
+    Ok(out)
 }
 
 /// `out = [p_0[o] | p_1[o] | ...]` for every outer index `o`, where `p_i[o]` is the `o`-th run
@@ -132,7 +136,7 @@ fn split(
     let mut out = Vec::with_capacity(xs.len());
     for (i, (x, &c)) in xs.iter().zip(chunks).enumerate() {
         if wanted.get(i).copied().unwrap_or(true) {
-            let mut d = Vec::with_capacity(x.size());
+            let mut d = crate::allocation::with_capacity(x.size())?;
             for o in 0..outer {
                 d.extend_from_slice(&g[o * row + at..o * row + at + c]);
             }
@@ -328,7 +332,7 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         let (outer, inner) = around(&dims, axis);
         let (n, m) = (dims[axis], idx.len());
         let g = g.values::<f32>()?;
-        let mut da = crate::scalar::filled(a.size(), 0.0f64)?;
+        let mut da = crate::allocation::filled(a.size(), 0.0f64)?;
         for o in 0..outer {
             for (j, &k) in idx.iter().enumerate() {
                 let (src, dst) = ((o * m + j) * inner, (o * n + k) * inner);
@@ -405,7 +409,7 @@ fn scattered(op: &str, dims: &[usize], axis: usize, indices: &Tensor) -> Result<
     let stride = strides(dims);
     let mut base_stride = stride.clone();
     base_stride[axis] = 0;
-    Ok(offsets(&idims, &base_stride)
+    Ok(offsets(&idims, &base_stride)?
         .into_iter()
         .zip(idx)
         .map(|(b, k)| b + k * stride[axis])
@@ -432,7 +436,7 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let at = scattered("gather", &a.dims(), axis, indices)?;
         let g = g.values::<f32>()?;
-        let mut da = crate::scalar::filled(a.size(), 0.0f64)?;
+        let mut da = crate::allocation::filled(a.size(), 0.0f64)?;
         for (&q, &v) in at.iter().zip(&g) {
             da[q] += f64::from(v);
         }
@@ -476,9 +480,9 @@ pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> R
         src: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let at = scattered("scatter_add", &a.dims(), axis, indices)?;
-        let from = offsets(&indices.dims(), &strides(&src.dims()));
+        let from = offsets(&indices.dims(), &strides(&src.dims()))?;
         let g = g.values::<f32>()?;
-        let mut dsrc = crate::scalar::filled(src.size(), 0.0f32)?;
+        let mut dsrc = crate::allocation::filled(src.size(), 0.0f32)?;
         for (&q, &r) in at.iter().zip(&from) {
             dsrc[r] = g[q];
         }
@@ -503,7 +507,7 @@ pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> R
         src.shape()
     );
     let at = scattered("scatter_add", &dims, axis, indices)?;
-    let from = offsets(&idims, &strides(&sdims));
+    let from = offsets(&idims, &strides(&sdims))?;
     match a.dtype() {
         DType::Float32 => add_into::<f32>(a, src, &dims, &at, &from),
         DType::Float64 => add_into::<f64>(a, src, &dims, &at, &from),
@@ -550,7 +554,7 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, weight: &Tensor, ids: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (v, d) = embedding_dims(weight)?;
         let ids = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
-        let mut dw = crate::scalar::filled(weight.size(), 0.0f64)?;
+        let mut dw = crate::allocation::filled(weight.size(), 0.0f64)?;
         kernel::read_logical(g, |g: &[f32]| {
             // a row of g at a time into its id's row (`checked` bounds the ids by `v`)
             for (row, &id) in g.chunks_exact(d.max(1)).zip(&ids) {
@@ -625,7 +629,7 @@ mod tests {
     #[test]
     fn offsets_walk_row_major_positions() {
         assert_eq!(strides(&[2, 3, 4]), [12, 4, 1]);
-        assert_eq!(offsets(&[2, 2], &[3, 1]), [0, 1, 3, 4]);
-        assert_eq!(offsets(&[2, 2], &[0, 1]), [0, 1, 0, 1]);
+        assert_eq!(offsets(&[2, 2], &[3, 1]).unwrap(), [0, 1, 3, 4]);
+        assert_eq!(offsets(&[2, 2], &[0, 1]).unwrap(), [0, 1, 0, 1]);
     }
 }

@@ -24,7 +24,7 @@ pub fn sum(a: &Tensor) -> Result<Tensor> {
 /// its group in the result of reducing `axes` (the same index with or without keepdim).
 ///
 /// `groups(&[2, 3], &[1]) == [0, 0, 0, 1, 1, 1]`; `groups(&[2, 3], &[0]) == [0, 1, 2, 0, 1, 2]`.
-fn groups(dims: &[usize], axes: &[usize]) -> Vec<usize> {
+fn groups(dims: &[usize], axes: &[usize]) -> Result<Vec<usize>> {
     // the stride of each axis in the result: 0 for a reduced axis
     let mut stride = vec![0; dims.len()];
     let mut s = 1;
@@ -76,7 +76,7 @@ pub fn sum_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     // y[k] = sum_{p in group k} a[p]  =>  da[p] = g[group(p)]
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize]) -> Result<Option<Tensor>> {
         let g = g.values::<f32>()?;
-        let dx = groups(&a.dims(), axes).into_iter().map(|k| g[k]).collect();
+        let dx = groups(&a.dims(), axes)?.into_iter().map(|k| g[k]).collect();
         Ok(Some(a.f32_like(dx)?))
     }
     ensure_f32("sum_axes", a)?;
@@ -112,7 +112,7 @@ pub fn mean_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize]) -> Result<Option<Tensor>> {
         let g = g.values::<f32>()?;
         let r = group_len(a, axes) as f64;
-        let dx = groups(&a.dims(), axes)
+        let dx = groups(&a.dims(), axes)?
             .into_iter()
             .map(|k| (f64::from(g[k]) / r) as f32)
             .collect();
@@ -184,9 +184,9 @@ fn extremum(a: &Tensor, axes: &[usize], keepdim: bool, which: Extremum) -> Resul
 /// `max()` does, so the NaN reaches the gradient instead of vanishing into zeros.
 fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<Tensor> {
     let (g, y, x) = (g.values::<f32>()?, y.values::<f32>()?, a.values::<f32>()?);
-    let group = groups(&a.dims(), axes);
+    let group = groups(&a.dims(), axes)?;
     let attains = |v: f32, m: f32| v == m || (v.is_nan() && m.is_nan());
-    let mut ties = vec![0u32; y.len()];
+    let mut ties = crate::allocation::filled(y.len(), 0u32)?;
     for (&k, &v) in group.iter().zip(&x) {
         if attains(v, y[k]) {
             ties[k] += 1;
@@ -243,10 +243,10 @@ pub fn var_axes(a: &Tensor, axes: &[usize], keepdim: bool, correction: usize) ->
     // so da[q] = g[k] * 2 (x_q - m_k) / d.
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize], correction: usize) -> Result<Option<Tensor>> {
         let (g, x) = (g.values::<f32>()?, a.values::<f32>()?);
-        let group = groups(&a.dims(), axes);
+        let group = groups(&a.dims(), axes)?;
         let r = group_len(a, axes);
         let d = r.saturating_sub(correction) as f64;
-        let mut means = vec![0.0f64; g.len()];
+        let mut means = crate::allocation::filled(g.len(), 0.0f64)?;
         for (&k, &v) in group.iter().zip(&x) {
             means[k] += f64::from(v);
         }
@@ -408,9 +408,9 @@ mod tests {
 
     #[test]
     fn groups_index_the_reduced_result() {
-        assert_eq!(groups(&[2, 3], &[1]), [0, 0, 0, 1, 1, 1]);
-        assert_eq!(groups(&[2, 3], &[0]), [0, 1, 2, 0, 1, 2]);
-        assert_eq!(groups(&[2, 3], &[0, 1]), [0; 6]);
-        assert_eq!(groups(&[2, 2, 2], &[1]), [0, 1, 0, 1, 2, 3, 2, 3]);
+        assert_eq!(groups(&[2, 3], &[1]).unwrap(), [0, 0, 0, 1, 1, 1]);
+        assert_eq!(groups(&[2, 3], &[0]).unwrap(), [0, 1, 2, 0, 1, 2]);
+        assert_eq!(groups(&[2, 3], &[0, 1]).unwrap(), [0; 6]);
+        assert_eq!(groups(&[2, 2, 2], &[1]).unwrap(), [0, 1, 0, 1, 2, 3, 2, 3]);
     }
 }

@@ -8,8 +8,8 @@ use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
-    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads,
-    Input, Scratch, Want,
+    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, zeroed,
+    HeadGrads, Input, Scratch, Want,
 };
 use super::isa::dispatch;
 use super::tile::{self, Coef, Madd, Tri, BLOCK};
@@ -82,6 +82,7 @@ fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tens
             .enumerate()
             .collect();
         for_each_head(g, items, |(b, (o, lse)), s| {
+            s.reserve_accumulators(g)?;
             pack_forward(s, [&q, &k, &v], b, g)?;
             forward_head(g, o, lse, s);
             Ok(())
@@ -115,6 +116,7 @@ fn backward(
             .enumerate()
             .collect();
         for_each_head(&g, items, |(b, ((dq, dk), dv)), s| {
+            s.reserve_accumulators(&g)?;
             pack_rows(&mut s.q, &q, b, &g, g.scale)?;
             pack_transposed(&mut s.kt, &mut s.tmp, &k, b, &g)?;
             pack_rows(&mut s.k, &k, b, &g, 1.0)?;
@@ -122,7 +124,7 @@ fn backward(
             pack_rows(&mut s.go, &go, b, &g, 1.0)?;
             // the context rows, for delta = rowsum(dO ∘ O)
             pack_rows(&mut s.acc_v, &o, b, &g, 1.0)?;
-            zeroed(&mut s.lse, g.padded());
+            zeroed(&mut s.lse, g.padded())?;
             lse.copy_out(b * g.t, &mut s.lse[..g.t])?;
             backward_head(&g, HeadGrads { dq, dk, dv, want }, s);
             Ok(())
@@ -144,7 +146,7 @@ dispatch!(fn backward_head(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) => b
 #[inline(always)]
 fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    zeroed(&mut s.acc_q, BLOCK * d);
+    rezero(&mut s.acc_q, BLOCK * d);
     let (mut m, mut l) = ([0.0f32; BLOCK], [0.0f32; BLOCK]);
     for i in 0..g.blocks() {
         m.fill(f32::NEG_INFINITY);
@@ -201,14 +203,14 @@ fn backward_kernel<M: Madd>(
     s: &mut Scratch,
 ) {
     let (t, d, tp, nb) = (g.t, g.d, g.padded(), g.blocks());
-    zeroed(&mut s.delta, tp);
+    rezero(&mut s.delta, tp);
     for (r, dl) in s.delta[..t].iter_mut().enumerate() {
         let at = r * d..(r + 1) * d;
         *dl = tile::dot::<M>(&s.go[at.clone()], &s.acc_v[at]);
     }
-    zeroed(&mut s.acc_q, tp * d);
-    zeroed(&mut s.acc_k, tp * d);
-    zeroed(&mut s.acc_v, tp * d);
+    rezero(&mut s.acc_q, tp * d);
+    rezero(&mut s.acc_k, tp * d);
+    rezero(&mut s.acc_v, tp * d);
     for j in 0..nb {
         let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
         for i in j..nb {
@@ -338,6 +340,7 @@ mod tests {
         let mut runs = Vec::new();
         for fused in [false, true] {
             let mut s = Scratch::default();
+            s.reserve_accumulators(&g)?;
             pack_rows(&mut s.q, &q, 0, &g, g.scale)?;
             pack_transposed(&mut s.kt, &mut s.tmp, &k, 0, &g)?;
             pack_rows(&mut s.v, &v, 0, &g, 1.0)?;
@@ -350,9 +353,9 @@ mod tests {
             pack_rows(&mut s.k, &k, 0, &g, 1.0)?;
             pack_transposed(&mut s.vt, &mut s.tmp, &v, 0, &g)?;
             pack_rows(&mut s.go, &go, 0, &g, 1.0)?;
-            zeroed(&mut s.acc_v, g.padded() * g.d);
+            zeroed(&mut s.acc_v, g.padded() * g.d)?;
             s.acc_v[..n].copy_from_slice(&o);
-            zeroed(&mut s.lse, g.padded());
+            zeroed(&mut s.lse, g.padded())?;
             s.lse[..g.t].copy_from_slice(&lse);
             let (mut dq, mut dk, mut dv) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
             let want = Want {

@@ -141,7 +141,7 @@ pub(super) fn pack_rows(
     factor: f32,
 ) -> Result<()> {
     let n = g.head_len();
-    zeroed(dst, g.padded() * g.d);
+    zeroed(dst, g.padded() * g.d)?;
     src.copy_out(head * n, &mut dst[..n])?;
     if factor != 1.0 {
         for x in &mut dst[..n] {
@@ -161,9 +161,9 @@ pub(super) fn pack_transposed(
     g: &Dims,
 ) -> Result<()> {
     let (n, tp, d) = (g.head_len(), g.padded(), g.d);
-    zeroed(tmp, n);
+    zeroed(tmp, n)?;
     src.copy_out(head * n, tmp)?;
-    zeroed(dst, d * tp);
+    zeroed(dst, d * tp)?;
     for (r, row) in tmp.chunks_exact(d).enumerate() {
         for (x, &value) in row.iter().enumerate() {
             dst[x * tp + r] = value;
@@ -184,10 +184,42 @@ pub(super) fn pack_forward(
     pack_rows(&mut s.v, v, head, g, 1.0)
 }
 
-/// `buf` as `len` zeros.
-pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) {
+/// `buf` as `len` zeros (`Error::Value` when they cannot be allocated: `len` comes from the
+/// input's extents).
+pub(super) fn zeroed(buf: &mut Vec<f32>, len: usize) -> Result<()> {
+    buf.clear();
+    autograd_core::kernel::alloc::resize(buf, len, 0.0)
+}
+
+/// `buf` as `len` zeros inside a kernel, which cannot return an error: within the capacity
+/// [`Scratch::reserve_accumulators`] took fallibly before the kernel ran, so this never
+/// allocates.
+pub(super) fn rezero(buf: &mut Vec<f32>, len: usize) {
+    debug_assert!(buf.capacity() >= len, "kernel scratch was not reserved");
     buf.clear();
     buf.resize(len, 0.0);
+}
+
+impl Scratch {
+    /// Room for what the kernels zero for one head: `T_p x D` accumulators, `T_p` row
+    /// statistics and `BLOCK x T_p` panels. Their sizes come from the input's extents, so they
+    /// are taken here, where an unallocatable size is still an `Error::Value`.
+    pub(super) fn reserve_accumulators(&mut self, g: &Dims) -> Result<()> {
+        let rows = g.padded().saturating_mul(g.d);
+        let panel = BLOCK.saturating_mul(g.padded());
+        let room = |buf: &mut Vec<f32>, n: usize| -> Result<()> {
+            if buf.capacity() < n {
+                *buf = autograd_core::kernel::alloc::with_capacity(n)?;
+            }
+            Ok(())
+        };
+        room(&mut self.acc_q, rows)?;
+        room(&mut self.acc_k, rows)?;
+        room(&mut self.acc_v, rows)?;
+        room(&mut self.delta, g.padded())?;
+        room(&mut self.panel, panel)?;
+        room(&mut self.dpanel, panel)
+    }
 }
 
 /// Two fresh compact row-major Float32 results of extents `a` and `b` in `like`'s carrier

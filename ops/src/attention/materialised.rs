@@ -7,7 +7,7 @@ use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
-    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, zeroed, HeadGrads,
+    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, HeadGrads,
     Input, Scratch, Want,
 };
 use super::isa::dispatch;
@@ -85,6 +85,7 @@ fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tens
                 .enumerate()
                 .collect();
             for_each_head(g, items, |(b, (o, p)), s| {
+                s.reserve_accumulators(g)?;
                 pack_forward(s, [&q, &k, &v], b, g)?;
                 forward_head(g, o, p, s);
                 Ok(())
@@ -122,6 +123,7 @@ fn backward(
             .enumerate()
             .collect();
         for_each_head(&g, items, |(b, ((dq, dk), dv)), s| {
+            s.reserve_accumulators(&g)?;
             pack_rows(&mut s.q, &q, b, &g, g.scale)?;
             pack_rows(&mut s.k, &k, b, &g, 1.0)?;
             if let Some(go) = &go {
@@ -163,8 +165,8 @@ dispatch!(fn backward_head(g: &Dims, cot: Cotangents<'_>, grads: HeadGrads<'_>, 
 #[inline(always)]
 fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    zeroed(&mut s.panel, BLOCK * tp);
-    zeroed(&mut s.acc_q, BLOCK * d);
+    rezero(&mut s.panel, BLOCK * tp);
+    rezero(&mut s.acc_q, BLOCK * d);
     for i in 0..g.blocks() {
         let cols = (i + 1) * BLOCK;
         let qi = &s.q[i * BLOCK * d..(i + 1) * BLOCK * d];
@@ -217,11 +219,11 @@ fn backward_kernel<M: Madd>(
     s: &mut Scratch,
 ) -> Result<()> {
     let (t, d, tp) = (g.t, g.d, g.padded());
-    zeroed(&mut s.panel, BLOCK * tp);
-    zeroed(&mut s.dpanel, BLOCK * tp);
-    zeroed(&mut s.acc_q, tp * d);
-    zeroed(&mut s.acc_k, tp * d);
-    zeroed(&mut s.acc_v, tp * d);
+    rezero(&mut s.panel, BLOCK * tp);
+    rezero(&mut s.dpanel, BLOCK * tp);
+    rezero(&mut s.acc_q, tp * d);
+    rezero(&mut s.acc_k, tp * d);
+    rezero(&mut s.acc_v, tp * d);
     for i in 0..g.blocks() {
         let cols = (i + 1) * BLOCK;
         let qi = i * BLOCK * d..(i + 1) * BLOCK * d;

@@ -95,13 +95,13 @@ pub fn cross_entropy(
     let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
     let (n, eps) = (rows.n, f64::from(options.label_smoothing));
     // per row: its log-sum-exp less its max, and its loss (0 when ignored)
-    let per = read_rows::<f32, _>(logits, rows, |e| -> Result<Vec<(f32, f64)>> {
-        Ok(per_row::<(f32, f64), Vec<f32>>(rows, |k, buf| {
+    let per = read_rows::<f32, _>(logits, rows, |e| {
+        per_row::<(f32, f64), Vec<f32>>(rows, |k, buf| {
             // the row is read outside `simd!`, so that its closure stays small enough to be
             // inlined into (and vectorised as) each instruction-set copy
             let xr = row(&e, k, n, buf);
             simd!(row_loss(xr, t.classes[k], eps))
-        }))
+        })
     })?;
     #[residual]
     let shifted = logits.f32_with_layout(

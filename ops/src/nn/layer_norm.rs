@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use autograd_core::kernel::alloc;
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
 use super::row::{column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows};
@@ -59,11 +60,13 @@ fn check(
     Ok(())
 }
 
-/// The values of an optional per-element parameter, or `fill` for each of `n` elements.
-fn values_or(t: Option<&Tensor>, n: usize, fill: f32) -> Result<Vec<f32>> {
+/// The values of an optional per-element parameter, or `fill` for each of the `rows.n`
+/// elements of a row; nothing when there is no row (an empty batch may have rows of 2^40).
+fn values_or(t: Option<&Tensor>, rows: Rows, fill: f32) -> Result<Vec<f32>> {
     match t {
+        _ if rows.count() == 0 => Ok(Vec::new()),
         Some(t) => t.values::<f32>(),
-        None => Ok(vec![fill; n]),
+        None => alloc::filled(rows.n, fill),
     }
 }
 
@@ -109,7 +112,7 @@ pub fn layer_norm(
         let (mean, rstd) = (mean.values::<f32>()?, rstd.values::<f32>()?);
         let n = rows.n;
         let gx = if needs.input(0) {
-            let w = values_or(weight, n, 1.0)?;
+            let w = values_or(weight, rows, 1.0)?;
             Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
                 write_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
                     let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
@@ -125,15 +128,11 @@ pub fn layer_norm(
             return Ok((gx, None, None));
         }
         // [dw | db] summed over the rows
-        let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| -> Result<Vec<f64>> {
-            Ok(column_sums::<(Vec<f32>, Vec<f32>)>(
-                rows,
-                2 * n,
-                |k, (bg, bx), acc| {
-                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                    simd!(parameter_gradient_row(acc, gr, xr, (mean[k], rstd[k])));
-                },
-            ))
+        let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
+            column_sums::<(Vec<f32>, Vec<f32>)>(rows, n.saturating_mul(2), |k, (bg, bx), acc| {
+                let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                simd!(parameter_gradient_row(acc, gr, xr, (mean[k], rstd[k])));
+            })
         })?;
         let (dw, db) = sums.split_at(n);
         let rounded = |s: &[f64]| s.iter().map(|&v| v as f32).collect::<Vec<f32>>();
@@ -151,21 +150,21 @@ pub fn layer_norm(
     let rows = Rows::trailing(&x.dims(), normalized_shape.len());
     let n = rows.n;
     // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row
-    let stats = read_rows::<f32, _>(x, rows, |e| -> Result<Vec<(f32, f32)>> {
-        Ok(per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
+    let stats = read_rows::<f32, _>(x, rows, |e| {
+        per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
             // rows are read outside `simd!`, so that its closure stays small enough to be
             // inlined into (and vectorised as) each instruction-set copy
             let xr = row(&e, k, n, buf);
             simd!(row_statistics(xr, eps))
-        }))
+        })
     })?;
     let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
     #[residual]
     let mean = x.f32_with_layout(stats.iter().map(|s| s.0).collect(), stats_layout.clone())?;
     #[residual]
     let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
-    let w = values_or(weight, n, 1.0)?;
-    let b = values_or(bias, n, 0.0)?;
+    let w = values_or(weight, rows, 1.0)?;
+    let b = values_or(bias, rows, 0.0)?;
     read_rows::<f32, _>(x, rows, |e| {
         write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
             let xr = row(&e, k, n, buf);

@@ -37,7 +37,7 @@ pub fn nll_loss(log_probs: &Tensor, targets: &Tensor, ignore_index: Option<i32>)
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (rows, t) = class_targets("nll_loss", log_probs, targets, ignore_index)?;
         let step = -g.values::<f32>()?[0] / t.count as f32;
-        let mut dx = vec![0.0f32; log_probs.size()];
+        let mut dx = autograd_core::kernel::alloc::filled(log_probs.size(), 0.0f32)?;
         for (k, c) in t.classes.iter().enumerate() {
             if let Some(c) = *c {
                 dx[position(k, c, rows.n, rows.inner)] = step;

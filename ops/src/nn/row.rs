@@ -6,7 +6,7 @@
 // The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
 #![allow(clippy::inline_always)]
 
-use autograd_core::kernel::{self, Elements};
+use autograd_core::kernel::{self, alloc, Elements};
 use autograd_core::{ensure, Element, Layout, Result, Tensor};
 
 /// Elements a parallel task handles at least (as the kernel layer's chunks).
@@ -69,11 +69,18 @@ pub(crate) fn parallel(elements: usize) -> bool {
 /// when rows are consecutive, else under its own layout with the row axis moved last. (The
 /// layout comes from `e`, not from the tensor: a carrier the kernel layer cannot borrow from
 /// hands over a compact copy.)
+///
+/// Rows that are not one slice are gathered into a buffer of `n` elements per task ([`row`]),
+/// inside loops that cannot return an error; `n` comes from the input (a broadcast row may
+/// have 2^40 elements), so it is allocated once here, fallibly, first.
 fn rows_view<T: Element, R>(
     e: Elements<'_, T>,
     rows: Rows,
     f: impl FnOnce(Elements<'_, T>) -> Result<R>,
 ) -> Result<R> {
+    if e.as_slice().is_none() && rows.count() > 0 {
+        drop(alloc::with_capacity::<T>(rows.n)?);
+    }
     match rows.axis {
         Some(axis) if rows.inner > 1 => {
             let mut modes = e.layout().modes();
@@ -108,7 +115,7 @@ pub(crate) fn read_row_pair<T: Element, U: Element, R>(
 }
 
 /// Row `k` (`n` elements) of `e`, whose layout puts rows consecutively: borrowed when `e` is
-/// one slice, else gathered into `buf`.
+/// one slice, else gathered into `buf` (a size [`read_rows`] has checked can be allocated).
 pub(crate) fn row<'a: 'r, 'r, T: Element>(
     e: &Elements<'a, T>,
     k: usize,
@@ -142,7 +149,7 @@ pub(crate) fn write_rows<V: Element, S: Default + Send>(
         }
         // Rows along an inner axis are strided in the result: compute them consecutively,
         // then transpose every `[inner, n]` block into its `[n, inner]` place.
-        let mut tmp = vec![V::default(); out.len()];
+        let mut tmp = alloc::filled(out.len(), V::default())?;
         each_row(&mut tmp, n, &f);
         let block = n * inner;
         let transpose = |(o, t): (&mut [V], &[V])| {
@@ -189,27 +196,27 @@ fn each_row<V: Element, S: Default + Send>(
 }
 
 /// `f(k, scratch)` for every row `k` of `rows`, in order, in parallel above the threshold:
-/// per-row statistics and losses.
+/// per-row statistics and losses. `Error::Value` when the results cannot be allocated.
 pub(crate) fn per_row<R: Send, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S) -> R + Sync,
-) -> Vec<R> {
+) -> Result<Vec<R>> {
     let count = rows.count();
-    if parallel(count * rows.n) {
+    let mut out = alloc::with_capacity(count)?;
+    if parallel(count.saturating_mul(rows.n)) {
         let per = (TASK / rows.n.max(1)).max(1);
-        kernel::map_tasks(count.div_ceil(per), |t| {
+        let parts = kernel::map_tasks(count.div_ceil(per), |t| {
             let mut s = S::default();
             (t * per..((t + 1) * per).min(count))
                 .map(|k| f(k, &mut s))
                 .collect::<Vec<R>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect()
+        });
+        out.extend(parts.into_iter().flatten());
     } else {
         let mut s = S::default();
-        (0..count).map(|k| f(k, &mut s)).collect()
+        out.extend((0..count).map(|k| f(k, &mut s)));
     }
+    Ok(out)
 }
 
 /// `Σ f(a[i], b[i])` over two slices of one length: eight f32 lanes within blocks of
@@ -242,31 +249,32 @@ const LANE_BLOCK: usize = 256;
 
 /// Per-column sums over every row: `f(k, scratch, acc)` adds row `k`'s contribution into
 /// `acc` (of length `width`); partial sums of row ranges are added up across threads.
+/// `Error::Value` when `width` sums cannot be allocated.
 pub(crate) fn column_sums<S: Default + Send>(
     rows: Rows,
     width: usize,
     f: impl Fn(usize, &mut S, &mut [f64]) + Sync,
-) -> Vec<f64> {
+) -> Result<Vec<f64>> {
     let count = rows.count();
     let per_task = (TASK / rows.n.max(1)).max(1);
-    let range = |lo: usize, hi: usize| {
+    let range = |lo: usize, hi: usize| -> Result<Vec<f64>> {
         let mut s = S::default();
-        let mut acc = vec![0.0f64; width];
+        let mut acc = alloc::filled(width, 0.0f64)?;
         for k in lo..hi {
             f(k, &mut s, &mut acc);
         }
-        acc
+        Ok(acc)
     };
-    if parallel(count * rows.n) {
+    if parallel(count.saturating_mul(rows.n)) {
         let partial = kernel::map_tasks(count.div_ceil(per_task), |t| {
             range(t * per_task, ((t + 1) * per_task).min(count))
         });
         // added in task order, so the result does not depend on which thread ran what
-        let mut total = vec![0.0f64; width];
+        let mut total = alloc::filled(width, 0.0f64)?;
         for p in partial {
-            total.iter_mut().zip(&p).for_each(|(x, y)| *x += y);
+            total.iter_mut().zip(&p?).for_each(|(x, y)| *x += y);
         }
-        total
+        Ok(total)
     } else {
         range(0, count)
     }

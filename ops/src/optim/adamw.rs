@@ -1,5 +1,6 @@
 //! Adam with decoupled weight decay: PyTorch's `torch.optim.AdamW`.
 
+use autograd_core::kernel::alloc;
 use autograd_core::{ensure, Result, Tensor};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
@@ -127,11 +128,14 @@ impl Optimizer for AdamW {
             let (p, Some(g)) = (&params[i], &grads[i]) else {
                 return Ok(());
             };
-            let m = state.get_or_insert_with(|| Moments {
-                step: 0,
-                exp_avg: vec![0.0; p.size()],
-                exp_avg_sq: vec![0.0; p.size()],
-            });
+            let m = match state.take() {
+                Some(m) => state.insert(m),
+                None => state.insert(Moments {
+                    step: 0,
+                    exp_avg: alloc::filled(p.size(), 0.0)?,
+                    exp_avg_sq: alloc::filled(p.size(), 0.0)?,
+                }),
+            };
             m.step += 1;
             let t = i32::try_from(m.step).unwrap_or(i32::MAX);
             let step_size = (lr64 / (1.0 - b1.powi(t))) as f32;

@@ -1,6 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov momentum and L2 weight
 //! decay: PyTorch's `torch.optim.SGD`.
 
+use autograd_core::kernel::alloc;
 use autograd_core::{ensure, Result, Tensor};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
@@ -118,7 +119,10 @@ impl Optimizer for Sgd {
                 };
             }
             let first = buf.is_none();
-            let b = buf.get_or_insert_with(|| vec![0.0; p.size()]);
+            let b = match buf.take() {
+                Some(b) => buf.insert(b),
+                None => buf.insert(alloc::filled(p.size(), 0.0)?),
+            };
             let run = match (first, c.nesterov, decay) {
                 (false, false, false) => with_momentum::<false, false, false>,
                 (false, false, true) => with_momentum::<false, false, true>,

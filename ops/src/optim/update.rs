@@ -3,6 +3,7 @@
 //! beside its gradient's and the optimizer's per-element state, and split across threads
 //! above a size.
 
+use autograd_core::kernel::alloc;
 use autograd_core::{bail, kernel, no_grad, Result, Tensor};
 
 /// Matching stretches of a parameter, its gradient and `K` state buffers, in logical order.
@@ -76,14 +77,15 @@ where
     let n = param.size();
     debug_assert!(state.iter().all(|s| s.len() == n));
     scratch.clear();
-    kernel::read::<f32, _>(grad, |e| {
+    kernel::read::<f32, _>(grad, |e| -> Result<()> {
         if let Some(s) = e.as_slice() {
             scratch.extend_from_slice(s);
         } else {
-            scratch.resize(n, 0.0);
+            alloc::resize(scratch, n, 0.0)?;
             e.copy_range(0, scratch);
         }
-    })?;
+        Ok(())
+    })??;
     let grad: &[f32] = scratch;
     let (layout, off) = (param.layout(), param.offset());
     let Some(cpu) = param.carrier()?.as_cpu() else {
@@ -121,7 +123,7 @@ where
             .run(&f);
         } else {
             // a strided parameter: gather in logical order, update, scatter back
-            let mut values = Vec::with_capacity(n);
+            let mut values = alloc::with_capacity(n)?;
             layout.for_each_offset(|o| values.push(storage[o]));
             Slots {
                 param: &mut values,
