@@ -1,23 +1,29 @@
-//! `Captured`: the promise that a value `#[differentiable]` stores in a node holds no tensor.
+//! `Captured`: the promise that a plain (non-tensor) value `#[differentiable]` lets reach an op
+//! holds no tensor.
 
 use std::marker::PhantomData;
 
 use crate::dtype::DType;
 
-/// A type that holds no [`Tensor`](crate::Tensor), so `#[differentiable]` may store a value of it in a node for
-/// the VJP (a parameter the VJP reads, a non-tensor `#[residual]`).
+/// A type that holds no [`Tensor`](crate::Tensor). `#[differentiable]` records only an op's
+/// tensor parameters (and its tensor residuals), so every other value that reaches the op must
+/// be of a `Captured` type: each non-tensor parameter, whether the forward, the VJP or neither
+/// reads it (an `options` struct included; for `&T`, `&[T]`, `Option<T>`, `Vec<T>` and
+/// `Box<T>`, the `T`), and each non-tensor `#[residual]` the node stores for the VJP.
 ///
-/// A tensor inside a stored value would be neither a saved input nor version-checked: it would
-/// get no gradient, and an in-place change between forward and backward would silently reach
-/// the VJP. The macro cannot see inside a type, so it asks for this promise instead: implemented
-/// here for the primitives, strings, the std containers of `Captured` types, tuples, arrays and
-/// the library's layout types; `Tensor` does not implement it. For a type of yours that holds
-/// no tensor, implement it (`impl Captured for Opts {}`); a generic parameter the node stores
-/// gets a `Captured` bound on the generated function.
+/// A tensor inside such a value would reach the forward or the VJP unrecorded: it would get no
+/// gradient, and an in-place change to it before backward would silently reach the VJP. The
+/// macro cannot see inside a type, so it asks for this promise instead: implemented here for
+/// the primitives, strings, references, function pointers, the std containers of `Captured`
+/// types, tuples, arrays and the library's layout types; `Tensor` does not implement it. For a
+/// type of yours that holds no tensor, implement it (`impl Captured for Opts {}`); take each
+/// tensor as its own `&Tensor` parameter. A generic parameter that a non-tensor parameter's
+/// type mentions gets a `Captured` bound on the generated function, so a caller cannot pass a
+/// tensor through it. The checks are compile-time only.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is stored in the node for the vjp, but is not known to hold no tensor",
-    label = "the vjp reads this value, so the node keeps it until backward",
-    note = "a tensor inside a stored value would be neither saved nor version-checked: it would get no gradient, and an in-place change before backward would reach the vjp unnoticed",
+    message = "`{Self}` reaches a #[differentiable] op as a plain value, but is not known to hold no tensor",
+    label = "the op records only its tensor parameters: a tensor in this value would reach the op unrecorded",
+    note = "such a tensor would get no gradient, and an in-place change to it before backward would reach the vjp unnoticed",
     note = "take each tensor as its own `&Tensor` parameter; for a type that holds no tensor, implement the marker: `impl Captured for {Self} {{}}`"
 )]
 pub trait Captured {}
@@ -63,6 +69,8 @@ captured!(
 );
 
 impl<T: ?Sized> Captured for PhantomData<T> {}
+impl<T: ?Sized + Captured> Captured for &T {}
+impl<T: ?Sized + Captured> Captured for &mut T {}
 impl<T: Captured> Captured for [T] {}
 impl<T: Captured, const N: usize> Captured for [T; N] {}
 impl<T: Captured> Captured for Vec<T> {}
@@ -71,7 +79,7 @@ impl<T: Captured> Captured for Option<T> {}
 impl<T: Captured, E: Captured> Captured for std::result::Result<T, E> {}
 impl<T: ?Sized + Captured> Captured for Box<T> {}
 impl<T: ?Sized + Captured> Captured for std::sync::Arc<T> {}
-impl<T: ?Sized + Captured + ToOwned> Captured for std::borrow::Cow<'static, T> {}
+impl<T: ?Sized + Captured + ToOwned> Captured for std::borrow::Cow<'_, T> {}
 impl<T: Captured> Captured for std::ops::Range<T> {}
 impl<T: Captured> Captured for std::ops::RangeInclusive<T> {}
 impl<K: Captured, V: Captured, S> Captured for std::collections::HashMap<K, V, S> {}
@@ -91,3 +99,15 @@ captured_tuple!(A B C D E);
 captured_tuple!(A B C D E F);
 captured_tuple!(A B C D E F G);
 captured_tuple!(A B C D E F G H);
+
+// A function pointer holds nothing: what it computes from its arguments reaches the op only
+// through them.
+macro_rules! captured_fn {
+    ($($a:ident)*) => { impl<R, $($a),*> Captured for fn($($a),*) -> R {} };
+}
+
+captured_fn!();
+captured_fn!(A);
+captured_fn!(A B);
+captured_fn!(A B C);
+captured_fn!(A B C D);

@@ -247,17 +247,18 @@ pub fn missing_residual(op: &str, name: &str) -> Error {
     ))
 }
 
-/// A compile-time check that a parameter or residual the macro treats as a plain value is not a
-/// [`Tensor`] under another name (`use autograd_core::Tensor as T`, `type T = Tensor`), and that
-/// a value the node stores for the VJP holds no tensor at all. The macro recognises tensors by
-/// the type name `Tensor`, so such a value would silently be neither saved nor version-checked.
+/// A compile-time check that a value the macro treats as plain (a non-tensor parameter, a
+/// non-tensor residual the node stores) holds no tensor: it is [`Captured`], and in particular
+/// not a [`Tensor`] under another name (`use autograd_core::Tensor as T`, `type T = Tensor`),
+/// which the macro, recognising tensors by the type name `Tensor`, would take for a plain value.
+/// A tensor in such a value would reach the op unrecorded: no gradient, no version check.
 ///
-/// Generated code calls `NotTensor::<X>::NEW.check::<X>()` (a plain parameter) or
-/// `NotTensor::<X>::NEW.stored::<X>()` (a value the node stores) with [`NotTensorFallback`] in
-/// scope. Method resolution prefers the inherent methods, which exist only for
-/// `NotTensor<Tensor>` and whose bound [`TensorWrittenAsTensor`] nothing implements; for any
-/// other `X` the trait's methods are the only candidates: `check` is a no-op, `stored` needs
-/// `X:` [`Captured`].
+/// Generated code names `NotTensor::<X>::NEW.captured::<X>()` with [`NotTensorFallback`] in
+/// scope, inside a closure it never calls: the bounds are proven at compile time and nothing
+/// runs. Method resolution prefers the inherent method, which exists only for
+/// `NotTensor<Tensor>` and whose bound [`TensorWrittenAsTensor`] nothing implements (the
+/// message for a renamed `Tensor`); for any other `X` the trait's method is the only
+/// candidate, and it needs `X: Captured`.
 pub struct NotTensor<X: ?Sized>(PhantomData<fn() -> PhantomData<X>>);
 
 impl<X: ?Sized> std::fmt::Debug for NotTensor<X> {
@@ -273,22 +274,20 @@ impl<X: ?Sized> NotTensor<X> {
 
 impl NotTensor<Tensor> {
     /// Fails to compile: `Tensor` reached the macro under another name.
-    pub fn check<X: ?Sized + TensorWrittenAsTensor>(&self) {}
-
-    /// Fails to compile: `Tensor` reached the macro under another name.
-    pub fn stored<X: ?Sized + TensorWrittenAsTensor>(&self) {}
+    pub fn captured<X: ?Sized + TensorWrittenAsTensor>(&self) {}
 }
 
-/// [`NotTensor::check`] and [`NotTensor::stored`] of every type that is not `Tensor`.
+/// [`NotTensor::captured`] of every type that is not `Tensor`.
 pub trait NotTensorFallback {
-    /// Compiles to nothing.
-    fn check<X: ?Sized>(&self) {}
-
     /// Compiles when `X` is known to hold no tensor.
-    fn stored<X: ?Sized + Captured>(&self) {}
+    fn captured<X: ?Sized + Captured>(&self) {}
 }
 
 impl<X: ?Sized> NotTensorFallback for NotTensor<X> {}
+
+/// [`NotTensor`]'s check of a parameter whose type cannot be named (`impl Trait` inside it):
+/// compiles when the value's type is known to hold no tensor.
+pub fn captured_value<X: ?Sized + Captured>(_: &X) {}
 
 /// Implemented by no type: the unsatisfiable bound that carries the message.
 #[diagnostic::on_unimplemented(

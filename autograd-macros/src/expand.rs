@@ -6,9 +6,11 @@
 //! path to the library goes through one alias of `<crate>::__private`; generated locals use
 //! mixed-site hygiene and `__` names, so they neither clash with nor warn about the user's
 //! names. One generator per emitted item: `forward.rs`, `node.rs` (with `backward.rs`),
-//! `prologue.rs`; `generics.rs` gives the nested items the generics they need.
+//! `prologue.rs`; `generics.rs` gives the nested items the generics they need, and
+//! `captured.rs` the compile-time checks that no plain value holds a tensor.
 
 mod backward;
+mod captured;
 mod forward;
 mod generics;
 mod node;

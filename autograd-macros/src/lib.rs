@@ -60,23 +60,30 @@
 //!   input `Option<&Tensor>` (or `Option<Tensor>`) is saved when present and *not saved at all*
 //!   when absent, so the node's `inputs()`, `input_versions()` and gradients have no entry for
 //!   an absent one (the engine asks for exactly one gradient per saved input). Every other
-//!   parameter is captured by value for the VJP when the VJP takes it (a `&T` parameter is
-//!   stored as `T::to_owned()`, a `T` parameter as a clone), so such parameters need
-//!   `Clone + Send + Sync + 'static` owned forms. A parameter named `options` is never saved,
-//!   whatever its type (the VJP may still take it, as a captured value). Parameters are
+//!   parameter is a plain value (below: its type holds no tensor), captured by value for the
+//!   VJP when the VJP takes it (a `&T` parameter is stored as `T::to_owned()`, a `T` parameter
+//!   as a clone), so such parameters need `Clone + Send + Sync + 'static` owned forms. A
+//!   parameter named `options` is never saved (the VJP may still take it, as a captured
+//!   value), so it cannot be a tensor. Parameters are
 //!   plain names (no patterns). A parameter the VJP reads cannot be `mut`: the VJP gets the
 //!   value the caller passed, not what the forward body reassigns to it; bind a changed value
 //!   to a `#[residual]` instead.
-//! - **Stored values hold no tensor.** A value the node stores for the VJP (a captured
-//!   parameter, a non-tensor residual) must implement the marker trait `Captured`
-//!   (`autograd_core::Captured`): a tensor inside it would be neither saved
-//!   nor version-checked, so it would get no gradient and an in-place change before backward
-//!   would silently reach the VJP. The primitives, strings, std containers and tuples of
-//!   `Captured` types and the layout types implement it and `Tensor` does not, so
-//!   `struct Opts { w: Tensor }` read by a VJP is a compile error until it is split into a
-//!   tensor parameter; a struct of yours that holds no tensor says so with
-//!   `impl Captured for Opts {}`. A generic parameter the node stores gets a `Captured` bound
-//!   on the generated function, so a caller cannot pass a tensor through it.
+//! - **Plain values hold no tensor.** The node records only the tensor parameters (and tensor
+//!   residuals), so a tensor may reach the op only as one of them. Every other parameter's type
+//!   must implement the marker trait `Captured` (`autograd_core::Captured`), whether the
+//!   forward, the VJP or neither reads it, `options` included; for `&T`, `&[T]`, `[T; N]`,
+//!   `Option<T>`, `Vec<T>` and `Box<T>` it is `T` that must. So must each non-tensor residual
+//!   the node stores. A tensor inside such a value would be neither saved nor version-checked:
+//!   it would get no gradient, and an in-place change before backward would silently reach
+//!   the VJP. The primitives, strings, references, function pointers, std containers and
+//!   tuples of `Captured` types and the layout types implement it and `Tensor` does not, so
+//!   `struct Opts { w: Tensor }` passed to an op is a compile error (E0277, at the parameter's
+//!   type) until `w` is split into a tensor parameter; a struct of yours that holds no tensor
+//!   says so with `impl Captured for Opts {}`. A closure does not implement it: take a `fn`
+//!   pointer instead. A generic parameter a non-tensor parameter's type mentions, and an
+//!   `impl Trait` parameter, get a `Captured` bound on the generated function, so a caller
+//!   cannot pass a tensor through them. A parameter named `options` whose type mentions
+//!   `Tensor` is an error. The checks are compile-time only: nothing of them runs.
 //! - **Tensors are recognised by name.** A macro sees tokens, not types: a tensor is a type
 //!   whose path ends in `Tensor` (`Tensor`, `autograd_core::Tensor`). Write tensor parameters
 //!   and residuals that way. A parameter or typed residual whose type *is* `Tensor` under

@@ -127,6 +127,14 @@ fn check_params(cx: &Ctxt, f: &Function) -> bool {
                 p.ty,
                 "this parameter holds tensors the macro cannot save: take each tensor as `&Tensor` or `Tensor`, an optional one as `Option<&Tensor>`, or a variable number as `&[Tensor]` or `&[&Tensor]`",
             ),
+            // `options` is never saved, whatever its type: a tensor in it would reach the
+            // forward unrecorded, with no gradient and no version check.
+            Some(name) if p.input == Input::Options && mentions_tensor(p.ty) => cx.error_spanned_by(
+                p.ty,
+                format_args!(
+                    "a parameter named `{name}` is never saved, so a tensor in it would reach the op unrecorded and get no gradient: take each tensor as a parameter of another name (`&Tensor`, `Option<&Tensor>`, `&[Tensor]`), and keep `{name}` for values that hold no tensor"
+                ),
+            ),
             Some(name) => {
                 // The vjp gets what the caller passed (a saved input, or a value captured
                 // before the body runs): a `mut` parameter the body reassigns would silently

@@ -20,6 +20,9 @@ pub struct Opts {
     pub threads: usize,
 }
 
+// Holds no tensor: every non-tensor parameter of a #[differentiable] function is `Captured`.
+impl autograd_core::Captured for Opts {}
+
 /// `factor * x` for a generic factor, with a where-clause and an `impl Trait` parameter the
 /// VJP does not read.
 #[differentiable]

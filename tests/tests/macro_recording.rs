@@ -27,15 +27,34 @@ fn fma(a: Tensor, b: &Tensor, c: Tensor) -> Result<Tensor> {
     zip(&ab, &c, |x, y| x + y)
 }
 
-/// `c x`; `c` is captured for the VJP. `options` is neither saved nor captured although its
-/// type is `&Tensor`, which would make any other parameter a saved input: the name decides.
+/// Execution options of [`scale`]: plain values, so `Captured` (a tensor in them would be a
+/// compile error, `ui/macro/options-holding-tensor.rs`, as `options: &Tensor` is,
+/// `ui/macro/options-is-tensor.rs`).
+struct ScaleOptions {
+    shift: f32,
+}
+
+impl autograd_core::Captured for ScaleOptions {}
+
+/// `c x + shift`; `c` is captured for the VJP, `options` is read by the forward body only, so
+/// it is neither saved nor captured.
 #[differentiable]
-fn scale(x: &Tensor, c: f32, options: &Tensor) -> Result<Tensor> {
+fn scale(x: &Tensor, c: f32, options: &ScaleOptions) -> Result<Tensor> {
     fn vjp(g: &Tensor, c: f32) -> Result<Option<Tensor>> {
         Ok(Some(map(g, |v| v * c)?))
     }
-    let _ = options;
-    map(x, |v| v * c)
+    map(x, |v| v * c + options.shift)
+}
+
+/// `f(x)` for a function `f` with derivative `df`, both taken as `fn` pointers: a plain
+/// parameter must be `Captured`, which a closure is not (it could capture a tensor), and a
+/// function pointer is.
+#[differentiable]
+fn apply(x: &Tensor, f: fn(f32) -> f32, df: fn(f32) -> f32) -> Result<Tensor> {
+    fn vjp(g: &Tensor, x: &Tensor, df: fn(f32) -> f32) -> Result<Option<Tensor>> {
+        Ok(Some(zip(g, x, |g, x| g * df(x))?))
+    }
+    map(x, f)
 }
 
 /// `x w` with per-element weights taken as `&[f32]` (stored as a `Vec<f32>` in the node).
@@ -306,15 +325,14 @@ fn saves_a_tensor_passed_twice_twice() {
 #[test]
 fn does_not_save_non_tensor_arguments_or_options() {
     let x = t(&[1.0, -2.0], &[2]);
-    let options = t(&[9.0], &[1]);
-    let y = scale(&x, 3.0, &options).unwrap();
+    let y = scale(&x, 3.0, &ScaleOptions { shift: 0.5 }).unwrap();
+    assert_eq!(vals(&y), vec![3.5, -5.5]);
     let node = y.autograd_ctx().unwrap();
     assert!(same(&node.inputs(), &[&x]));
     assert_eq!(node.input_versions().len(), 1);
     assert!(node.context().is_empty());
     y.backward_with(Some(&t(&[1.0, 2.0], &[2])), false).unwrap();
     assert_eq!(grad_vals(&x), Some(vec![3.0, 6.0]));
-    assert_eq!(grad_vals(&options), None);
 }
 
 #[test]
@@ -327,6 +345,16 @@ fn borrowed_captured_parameters_are_owned_by_the_node() {
     y.backward_with(Some(&t(&[1.0, 1.0, 1.0], &[3])), false)
         .unwrap();
     assert_eq!(grad_vals(&x), Some(vec![1.0, 2.0, 3.0]));
+}
+
+#[test]
+fn function_pointers_are_plain_parameters() {
+    let x = t(&[1.0, 3.0], &[2]);
+    let y = apply(&x, |v| v * v, |v| 2.0 * v).unwrap();
+    assert_eq!(vals(&y), vec![1.0, 9.0]);
+    assert!(same(&y.autograd_ctx().unwrap().inputs(), &[&x]));
+    y.backward_with(Some(&t(&[1.0, 0.5], &[2])), false).unwrap();
+    assert_eq!(grad_vals(&x), Some(vec![2.0, 3.0]));
 }
 
 #[test]

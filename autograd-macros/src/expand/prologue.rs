@@ -5,11 +5,12 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{ReturnType, Type};
+use syn::ReturnType;
 
-use crate::ast::{BodyStmt, Input};
+use crate::ast::BodyStmt;
+use crate::expand::captured;
 use crate::expand::forward::{is_tensor_residual, kept_residuals, residual_slot_type};
-use crate::expand::generics::{nameable, type_params_in, Inner};
+use crate::expand::generics::Inner;
 use crate::plan::{id, numbered, ContextSource, InputKind, Plan, StoredInit};
 
 /// `krate` is `<crate>::__private`, used where the alias the body declares is not in scope
@@ -308,22 +309,16 @@ pub(crate) fn generate(
             }))
         }
     };
-    let checks = value_checks(plan);
+    let checks = captured::value_checks(plan);
     let hoisted = f.body.iter().filter_map(|s| match s {
         BodyStmt::Hoist(item) => Some(*item),
         _ => None,
     });
 
     // The signature: the user's, returning `Result` of its output(s), with `Captured` bounds on
-    // the generic parameters the node stores (one of them could be `Tensor`).
+    // the generic parameters and `impl Trait`s of plain parameters (one could be `Tensor`).
     let mut generics = sig.generics.clone();
-    for s in &plan.stored {
-        for t in type_params_in(&sig.generics, s.checked) {
-            let span = s.checked.span();
-            let bound: syn::TypeParamBound = syn::parse_quote_spanned!(span=> #krate::Captured);
-            add_bound(&mut generics, t, bound);
-        }
-    }
+    captured::bound_generics(plan, &mut generics, krate);
     let where_clause = &generics.where_clause;
     let attrs = item.attrs.iter();
     let track_caller = (!item.attrs.iter().any(|a| a.path().is_ident("track_caller")))
@@ -332,7 +327,7 @@ pub(crate) fn generate(
     let fn_token = &sig.fn_token;
     let ident = &sig.ident;
     let params = f.params.iter().map(|param| {
-        let (ident, ty) = (param.ident, param.ty);
+        let (ident, ty) = (param.ident, captured::signature_type(param, krate));
         quote!(#ident: #ty)
     });
     let alias = id("__autograd");
@@ -382,96 +377,6 @@ pub(crate) fn generate(
             #(#take_residuals)*
             #context_init
             #finish
-        }
-    }
-}
-
-/// Compile-time checks of the values the macro treats as plain (not tensors): every value the
-/// node stores must be `Captured` (known to hold no tensor), and no other plain parameter may
-/// be `Tensor` under another name (which the macro, reading names, cannot recognise).
-fn value_checks(plan: &Plan) -> Option<TokenStream> {
-    let p = &plan.p;
-    let strip = |ty: &'_ Type| -> Type { element(ty).clone() };
-    let stored = plan
-        .stored
-        .iter()
-        .map(|s| s.checked)
-        .filter(|ty| nameable(ty))
-        .map(|ty| quote_spanned!(ty.span()=> #p::NotTensor::<#ty>::NEW.stored::<#ty>();));
-    let plain = plan
-        .f
-        .params
-        .iter()
-        .filter(|param| param.input == Input::Captured && !plan.f.vjp_reads_param(param))
-        .map(|param| strip(param.ty))
-        .filter(nameable)
-        .map(|ty| quote_spanned!(ty.span()=> #p::NotTensor::<#ty>::NEW.check::<#ty>();));
-    let all: Vec<TokenStream> = stored.chain(plain).collect();
-    (!all.is_empty()).then(|| {
-        quote! {
-            {
-                use #p::NotTensorFallback as _;
-                #(#all)*
-            }
-        }
-    })
-}
-
-/// The element type under references, slices, arrays, parentheses and `Option`, `Vec` or
-/// `Box`: a `Tensor` renamed inside `Option<&T>` or `&[T]` is as unrecognisable as a bare one.
-fn element(ty: &Type) -> &Type {
-    match ty {
-        Type::Reference(r) => element(&r.elem),
-        Type::Slice(s) => element(&s.elem),
-        Type::Array(a) => element(&a.elem),
-        Type::Paren(p) => element(&p.elem),
-        Type::Group(g) => element(&g.elem),
-        Type::Path(p) if p.qself.is_none() => {
-            let wrapped = p.path.segments.last().and_then(|seg| {
-                if !matches!(seg.ident.to_string().as_str(), "Option" | "Vec" | "Box") {
-                    return None;
-                }
-                match &seg.arguments {
-                    syn::PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
-                        match args.args.first() {
-                            Some(syn::GenericArgument::Type(inner)) => Some(inner),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                }
-            });
-            wrapped.map_or(ty, element)
-        }
-        ty => ty,
-    }
-}
-
-/// Adds `bound` to type parameter `t` where its bounds are written: in the where-clause when
-/// only a where-predicate bounds it, else inline (clippy asks for one place per parameter).
-fn add_bound(generics: &mut syn::Generics, t: &syn::Ident, bound: syn::TypeParamBound) {
-    let inline = generics.params.iter().any(
-        |gp| matches!(gp, syn::GenericParam::Type(tp) if tp.ident == *t && !tp.bounds.is_empty()),
-    );
-    if !inline {
-        if let Some(wc) = &mut generics.where_clause {
-            for pred in &mut wc.predicates {
-                if let syn::WherePredicate::Type(pt) = pred {
-                    if matches!(&pt.bounded_ty, Type::Path(p) if p.path.is_ident(t)) {
-                        pt.bounds.push(bound);
-                        return;
-                    }
-                }
-            }
-        }
-    }
-    for gp in &mut generics.params {
-        if let syn::GenericParam::Type(tp) = gp {
-            if tp.ident == *t {
-                tp.colon_token.get_or_insert_with(Default::default);
-                tp.bounds.push(bound);
-                return;
-            }
         }
     }
 }
