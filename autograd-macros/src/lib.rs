@@ -64,10 +64,9 @@
 //!   VJP when the VJP takes it (a `&T` parameter is stored as `T::to_owned()`, a `T` parameter
 //!   as a clone), so such parameters need `Clone + Send + Sync + 'static` owned forms. A
 //!   parameter named `options` is never saved (the VJP may still take it, as a captured
-//!   value), so it cannot be a tensor. Parameters are
-//!   plain names (no patterns). A parameter the VJP reads cannot be `mut`: the VJP gets the
-//!   value the caller passed, not what the forward body reassigns to it; bind a changed value
-//!   to a `#[residual]` instead.
+//!   value), so it cannot be a tensor. Parameters are plain names (no patterns). A parameter
+//!   the VJP reads cannot be `mut`: the VJP gets the value the caller passed, not what the
+//!   forward body reassigns to it; bind a changed value to a `#[residual]` instead.
 //! - **Plain values hold no tensor.** The node records only the tensor parameters (and tensor
 //!   residuals), so a tensor may reach the op only as one of them. Every other parameter's type
 //!   must implement the marker trait `Captured` (`autograd_core::Captured`), whether the
