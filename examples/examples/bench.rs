@@ -617,7 +617,11 @@ fn w7(quick: bool) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(bench)
+}
+
+fn bench() -> Result<()> {
     let args = parse_args();
     // every name checked before anything runs: a typo fails the command, not one line of it
     if let Some(unknown) = args.workloads.iter().find(|w| !ALL.contains(&w.as_str())) {

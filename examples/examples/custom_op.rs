@@ -56,7 +56,11 @@ fn residuals(pred: &Tensor, target: &Tensor) -> Result<Vec<f32>> {
         .collect())
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(custom_op)
+}
+
+fn custom_op() -> Result<()> {
     // 1. The hand-written VJP agrees with central differences (away from the kinks at +-delta).
     let p = Tensor::from_vec(vec![0.3f32, -1.7, 2.5, 0.05], shape![4])?;
     let t = Tensor::from_vec(vec![0.0f32, 0.4, -0.9, 0.2], shape![4])?;

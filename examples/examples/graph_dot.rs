@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use autograd_core::{shape, to_dot, to_dot_with_profile, Error, Result, Rng, Tensor};
 use autograd_ops::{cross_entropy, relu, CrossEntropyOptions, Linear};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(graph_dot)
+}
+
+fn graph_dot() -> Result<()> {
     let path = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "mlp.dot".into()));
     let profiled = path.with_extension("profiled.dot");
 

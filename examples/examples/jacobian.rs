@@ -5,7 +5,11 @@
 use autograd_core::{grad, shape, GradOptions, Result, Rng, Tensor};
 use autograd_ops::{matmul, mul_scalar, tanh};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(jacobian)
+}
+
+fn jacobian() -> Result<()> {
     let n = 8;
     let mut rng = Rng::new(3);
     let w = mul_scalar(&Tensor::randn(shape![n, n], &mut rng)?, 0.5)?.detach();

@@ -5,7 +5,11 @@
 use autograd_core::{shape, Result, Tensor};
 use autograd_ops::{mul, sum};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(mutation_error)
+}
+
+fn mutation_error() -> Result<()> {
     let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3])?;
     let x = Tensor::from_vec(vec![0.5f32, -1.0, 2.0], shape![3])?;
     let loss = sum(&mul(&w, &x)?)?; // mul saves w and x for its backward

@@ -4,10 +4,12 @@
 //!
 //!     cargo run --release -p autograd-examples --example tiny_transformer -- --help
 
+use std::process::ExitCode;
 use std::time::Instant;
 
 use autograd_core::{graph_bytes, Result};
 use autograd_examples::addition::{answers, batch, exact_match, split, train, Training, IGNORE};
+use autograd_examples::cli::{positive, rate, run};
 use autograd_examples::transformer::Transformer;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,19 +19,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[command(version, about)]
 struct Args {
     /// Optimizer steps.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = positive)]
     steps: usize,
     /// Problems per step.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = positive)]
     batch: usize,
     /// AdamW's peak learning rate.
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 3e-3, value_parser = rate)]
     lr: f32,
     /// Seed of the split, the initialisation and the batch order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Problems held out of training (of the 10,000).
-    #[arg(long, default_value_t = 1000)]
+    /// Problems held out of training (of the 10,000): 1 to 9,999.
+    #[arg(long, default_value_t = 1000, value_parser = held_out)]
     held_out: usize,
     /// Checkpoint every block: keep only block inputs between forward and backward.
     #[arg(long)]
@@ -39,8 +41,21 @@ struct Args {
     quick: bool,
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+/// `--held-out`: at least one problem to test on and one to train on.
+fn held_out(s: &str) -> std::result::Result<usize, String> {
+    match positive(s)? {
+        n if n < 10_000 => Ok(n),
+        n => Err(format!(
+            "must leave problems to train on: at most 9999, got {n}"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    run(|| tiny_transformer(&Args::parse()))
+}
+
+fn tiny_transformer(args: &Args) -> Result<()> {
     let (train_set, test_set) = split(args.held_out, args.seed);
     let config = Training {
         model: Training::model(args.checkpoint),

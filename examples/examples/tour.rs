@@ -3,7 +3,11 @@
 use autograd_core::{shape, stride, Layout, Result, Tensor};
 use autograd_ops::{add, mul, sum};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    autograd_examples::cli::run(tour)
+}
+
+fn tour() -> Result<()> {
     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3])?;
     println!("x = {x}  layout {}", x.layout());
     let xt = x.transpose(0, 1)?;

@@ -5,9 +5,11 @@
 //!     cargo run --release -p autograd-examples --example train_digits -- --help
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
-use autograd_core::Result;
+use autograd_core::{ensure, Result};
+use autograd_examples::cli::{positive, rate, run};
 use autograd_examples::digits::{load, shipped_path};
 use autograd_examples::mlp::{train, Config};
 use autograd_examples::plot::{write_svg, Panel, Series};
@@ -19,19 +21,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[command(version, about)]
 struct Args {
     /// Passes over the training set.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = positive)]
     epochs: usize,
     /// Seed of the split, the initialisation and the batch order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Width of the hidden layer.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = positive)]
     hidden: usize,
     /// Images per optimizer step.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = positive)]
     batch: usize,
     /// AdamW's learning rate.
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 3e-3, value_parser = rate)]
     lr: f32,
     /// Where to write the SVG plot of the curves.
     #[arg(long, default_value = "train_digits.svg")]
@@ -44,13 +46,25 @@ struct Args {
     data: Option<PathBuf>,
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     let mut args = Args::parse();
     if args.quick {
         args.epochs = args.epochs.min(3);
     }
-    let data = load(&args.data.clone().unwrap_or_else(shipped_path))?;
+    run(|| train_digits(&args))
+}
+
+fn train_digits(args: &Args) -> Result<()> {
+    let path = args.data.clone().unwrap_or_else(shipped_path);
+    let data = load(&path)?;
     let (train_set, test_set) = data.split(0.2, args.seed)?;
+    ensure!(
+        !train_set.is_empty() && !test_set.is_empty(),
+        Value,
+        "{}: {} images, too few to train on 80% and hold out 20%",
+        path.display(),
+        data.len()
+    );
     println!(
         "digits: {} images, {} to train on, {} held out; MLP 64-{}-10, AdamW lr {}, batch {}",
         data.len(),
@@ -67,7 +81,17 @@ fn main() -> Result<()> {
         lr: args.lr,
         seed: args.seed,
     };
-    let steps = args.epochs * train_set.len().div_ceil(args.batch.max(1));
+    let Some(steps) = args
+        .epochs
+        .checked_mul(train_set.len().div_ceil(args.batch))
+    else {
+        autograd_core::bail!(
+            Value,
+            "--epochs {} of {} batches each is more steps than can be counted",
+            args.epochs,
+            train_set.len().div_ceil(args.batch)
+        );
+    };
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} steps, epoch {prefix} {msg}")

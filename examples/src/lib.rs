@@ -3,6 +3,7 @@
 //! `tiny_transformer`, `bench`, …).
 
 pub mod addition;
+pub mod cli;
 pub mod digits;
 pub mod mlp;
 pub mod plot;

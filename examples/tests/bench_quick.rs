@@ -2,25 +2,13 @@
 //! (the example binary `cargo test` builds beside this test) and prints one JSON line each,
 //! with a positive median time and, for W3, a completed run with its peak memory.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/<profile>/examples/bench`, built by `cargo test` with the crate's other examples.
-fn bench_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
-    let bench = profile_dir
-        .join("examples")
-        .join(format!("bench{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bench.exists(),
-        "{} is missing: run through `cargo test`, which builds the examples",
-        bench.display()
-    );
-    bench
+mod support;
+
+/// The bench example's binary.
+fn bench_binary() -> std::path::PathBuf {
+    support::example_binary("bench")
 }
 
 fn field(line: &str, key: &str) -> Option<String> {
