@@ -149,8 +149,14 @@ impl Drop for Cache {
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static CACHE: RefCell<Cache> = const { RefCell::new(Cache::EMPTY) };
+}
+// a loom model's threads share one OS thread, and each needs its own cache
+#[cfg(loom)]
+loom::thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::EMPTY);
 }
 
 /// `Arc::new(value)`, in a cached allocation of `T`'s size and alignment when there is one.

@@ -7,8 +7,7 @@
 //! word lock's do. Like the `RwLock` it replaced (whose poisoning the carrier ignored), it does
 //! not poison: what it guards is plain numbers.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
+use crate::sync::{AtomicU32, Ordering};
 use crate::word_lock::backoff;
 
 const WRITER: u32 = 1;
@@ -26,7 +25,7 @@ impl ElementLock {
     pub(crate) const MAX_PAYLOAD: u32 = u32::MAX >> PAYLOAD_SHIFT;
 
     /// An unlocked lock carrying `payload`, at most [`ElementLock::MAX_PAYLOAD`].
-    pub(crate) const fn new(payload: u32) -> ElementLock {
+    pub(crate) fn new(payload: u32) -> ElementLock {
         assert!(
             payload <= Self::MAX_PAYLOAD,
             "an element lock's payload has 5 bits"
@@ -211,5 +210,97 @@ mod tests {
         reader.join().unwrap();
         assert!(entered.load(Ordering::SeqCst));
         assert_eq!(lock.0.load(Ordering::Relaxed), 3 << PAYLOAD_SHIFT);
+    }
+}
+
+/// Loom models (`--cfg loom`, see [`crate::loom_models`]) of the real lock guarding a loom
+/// cell, whose accesses loom checks against each other's.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::{ElementLock, Ordering, PAYLOAD_SHIFT};
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Two words a writer increments one at a time under the lock.
+    struct Pair {
+        lock: ElementLock,
+        words: UnsafeCell<[u64; 2]>,
+    }
+
+    // SAFETY: the words are reached only under the lock.
+    unsafe impl Sync for Pair {}
+
+    impl Pair {
+        fn new() -> Arc<Pair> {
+            Arc::new(Pair {
+                lock: ElementLock::new(9),
+                words: UnsafeCell::new([0, 0]),
+            })
+        }
+
+        fn write(&self) {
+            self.lock.lock_exclusive();
+            self.words.with_mut(|w| {
+                // SAFETY: the exclusive hold.
+                let w = unsafe { &mut *w };
+                w[0] += 1;
+                w[1] += 1;
+            });
+            self.lock.unlock_exclusive();
+        }
+
+        fn read(&self) -> [u64; 2] {
+            self.lock.lock_shared();
+            // SAFETY: a shared hold: no writer holds the lock.
+            let words = self.words.with(|w| unsafe { *w });
+            self.lock.unlock_shared();
+            words
+        }
+
+        /// The lock is free, with no stale waiting bit, and keeps its payload.
+        fn assert_idle(&self) {
+            assert_eq!(self.lock.0.load(Ordering::Relaxed), 9 << PAYLOAD_SHIFT);
+        }
+    }
+
+    /// A reader racing a writer sees the words before or after the write, never half of it,
+    /// and its read is ordered against the write either way.
+    #[test]
+    fn a_reader_sees_a_writer_before_or_after_never_during() {
+        crate::loom_models::check(|| {
+            let pair = Pair::new();
+            let writer = {
+                let pair = Arc::clone(&pair);
+                thread::spawn(move || pair.write())
+            };
+            let [a, b] = pair.read();
+            assert_eq!(a, b);
+            writer.join().expect("no panic");
+            assert_eq!(pair.read(), [1, 1]);
+            pair.assert_idle();
+        });
+    }
+
+    /// Two writers and a reader: the writers exclude each other and each other's waiting
+    /// bits, and the reader shares the lock with neither.
+    #[test]
+    fn two_writers_exclude_each_other_and_a_reader() {
+        crate::loom_models::check(|| {
+            let pair = Pair::new();
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    let pair = Arc::clone(&pair);
+                    thread::spawn(move || pair.write())
+                })
+                .collect();
+            let [a, b] = pair.read();
+            assert_eq!(a, b);
+            for w in writers {
+                w.join().expect("no panic");
+            }
+            assert_eq!(pair.read(), [2, 2]);
+            pair.assert_idle();
+        });
     }
 }

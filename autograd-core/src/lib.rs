@@ -21,12 +21,15 @@ mod int_tuple;
 pub mod kernel;
 pub mod layout;
 mod layout_cache;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod mutation;
 mod needs_grad;
 mod op;
 pub mod ops;
 mod pool;
 mod scalar;
+mod sync;
 pub mod tape;
 mod tensor;
 mod view;

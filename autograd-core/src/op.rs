@@ -367,8 +367,14 @@ impl TraversalToken {
 /// A number for the current thread, unique in the process (0 once the thread is exiting).
 fn thread_token() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
+    #[cfg(not(loom))]
     thread_local! {
         static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    // a loom model's threads share one OS thread, and each needs its own number
+    #[cfg(loom)]
+    loom::thread_local! {
+        static TOKEN: std::cell::Cell<u64> = std::cell::Cell::new(0);
     }
     TOKEN
         .try_with(|t| {

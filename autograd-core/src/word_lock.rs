@@ -8,11 +8,11 @@
 //! waiter's polling costs it latency, not correctness. Like the `Mutex` it replaced, it
 //! has no poisoning: what it guards stays consistent across a panic.
 
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 
 const LOCKED: u64 = 1;
 
@@ -35,7 +35,7 @@ impl<T> WordLock<T> {
 
     /// An unlocked `value` with `payload`, which must be at most [`WordLock::MAX_PAYLOAD`]
     /// (identities from a sequential counter never come near it).
-    pub(crate) const fn new(payload: u64, value: T) -> WordLock<T> {
+    pub(crate) fn new(payload: u64, value: T) -> WordLock<T> {
         assert!(
             payload <= Self::MAX_PAYLOAD,
             "a lock word's payload has 63 bits"
@@ -67,6 +67,8 @@ impl<T> WordLock<T> {
                         return WordGuard {
                             lock: self,
                             payload: word >> 1,
+                            #[cfg(loom)]
+                            access: Some(self.value.get_mut()),
                             _value: PhantomData,
                         }
                     }
@@ -82,8 +84,16 @@ impl<T> WordLock<T> {
     }
 
     /// The value, through exclusive access (no lock needed).
+    #[cfg(not(loom))]
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
+    }
+
+    /// The value, through exclusive access (no lock needed).
+    #[cfg(loom)]
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` excludes every guard and every other reference.
+        unsafe { &mut *self.value.with_mut(|p| p) }
     }
 
     /// The value, read without taking the lock.
@@ -92,14 +102,20 @@ impl<T> WordLock<T> {
     /// No guard may exist or be taken while the reference lives, and every write made under
     /// an earlier guard must happen before this call.
     pub(crate) unsafe fn get_unlocked(&self) -> &T {
+        #[cfg(not(loom))]
+        let value = self.value.get();
+        // loom checks here that the last guard's writes happen before this read
+        #[cfg(loom)]
+        let value = self.value.with(|p| p);
         // SAFETY: per the caller, nothing writes the value while the reference lives.
-        unsafe { &*self.value.get() }
+        unsafe { &*value }
     }
 }
 
 /// Waits a little longer each time: spins first, then yields the core, then sleeps, so that a
 /// waiter behind a long holder (a lock held through a VJP's routing, a traversal holding a
 /// claim) does not burn a core another thread could use.
+#[cfg(not(loom))]
 pub(crate) fn backoff(spins: &mut u32) {
     if *spins < 64 {
         std::hint::spin_loop();
@@ -111,11 +127,33 @@ pub(crate) fn backoff(spins: &mut u32) {
     *spins = spins.saturating_add(1);
 }
 
+/// [`backoff`] in a loom model, whose threads share one OS thread: a waiter hands over to
+/// the holder at once. Loom may keep showing a waiter a stale "held" (any store it has not
+/// seen yet) and may keep scheduling waiters before the holder, so a path where a waiter
+/// spun [`LOOM_SPINS`] times is explored no further: its later waits only repeat what a
+/// waiter already saw, and the interleavings before them are all explored.
+#[cfg(loom)]
+pub(crate) fn backoff(spins: &mut u32) {
+    *spins = spins.saturating_add(1);
+    if *spins == LOOM_SPINS {
+        loom::skip_branch();
+    }
+    loom::thread::yield_now();
+}
+
+/// How often a waiter spins in a loom path before loom stops branching on it.
+#[cfg(loom)]
+const LOOM_SPINS: u32 = 3;
+
 /// Exclusive access to a [`WordLock`]'s value and payload; dropping it unlocks and publishes
 /// the payload.
 pub(crate) struct WordGuard<'a, T> {
     lock: &'a WordLock<T>,
     payload: u64,
+    /// Under loom, the guard's access to the value, tracked from lock to unlock so that loom
+    /// checks it against every other thread's.
+    #[cfg(loom)]
+    access: Option<loom::cell::MutPtr<T>>,
     /// Shared across threads only when `T` is `Sync`: the guard lends `&T`.
     _value: PhantomData<&'a mut T>,
 }
@@ -136,24 +174,47 @@ impl<T> WordGuard<'_, T> {
     }
 }
 
+impl<T> WordGuard<'_, T> {
+    /// The value's address, which only this guard may dereference.
+    #[cfg(not(loom))]
+    fn value(&self) -> *mut T {
+        self.lock.value.get()
+    }
+
+    /// The value's address, through the guard's tracked access.
+    #[cfg(loom)]
+    fn value(&self) -> *mut T {
+        let access = self
+            .access
+            .as_ref()
+            .expect("a guard holds its access until dropped");
+        access.with(|p| p)
+    }
+}
+
 impl<T> Deref for WordGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no other reference to the value exists.
-        unsafe { &*self.lock.value.get() }
+        // SAFETY: the guard holds the lock (its acquiring CAS synchronized with the last
+        // holder's releasing store), so no other reference to the value exists.
+        unsafe { &*self.value() }
     }
 }
 
 impl<T> DerefMut for WordGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`, and `&mut self` makes this the guard's only borrow.
-        unsafe { &mut *self.lock.value.get() }
+        unsafe { &mut *self.value() }
     }
 }
 
 impl<T> Drop for WordGuard<'_, T> {
     fn drop(&mut self) {
-        // Only the holder writes the word, so a plain store unlocks it.
+        // the access ends before the next holder's can begin
+        #[cfg(loom)]
+        drop(self.access.take());
+        // Only the holder writes the word, so a plain store unlocks it; Release publishes the
+        // holder's writes to the value to the next holder's Acquire.
         self.lock.word.store(self.payload << 1, Ordering::Release);
     }
 }
@@ -227,5 +288,70 @@ mod tests {
         assert_eq!(lock.payload(), 7);
         *lock.lock() += 1;
         assert_eq!(*lock.lock(), 1);
+    }
+}
+
+/// Loom models (`--cfg loom`, see [`crate::loom_models`]): every interleaving of threads
+/// taking the real lock, with loom checking each guard's access to the value against every
+/// other thread's.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::WordLock;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Two threads read, modify and write the value and the payload under the lock: neither
+    /// update is lost, and each guard's access happens after the previous holder's.
+    #[test]
+    fn two_holders_exclude_each_other_and_publish_their_writes() {
+        crate::loom_models::check(|| {
+            let lock = Arc::new(WordLock::new(5, 0u64));
+            let other = {
+                let lock = Arc::clone(&lock);
+                thread::spawn(move || {
+                    let mut g = lock.lock();
+                    *g += 1;
+                    let p = g.payload();
+                    g.set_payload(p + 1);
+                })
+            };
+            {
+                let mut g = lock.lock();
+                *g += 10;
+                let p = g.payload();
+                g.set_payload(p + 1);
+            }
+            other.join().expect("no panic");
+            assert_eq!(*lock.lock(), 11);
+            assert_eq!(lock.payload(), 7);
+        });
+    }
+
+    /// A reader that sees the payload a holder published at unlock may read the value without
+    /// the lock (as a tensor's sole-handle check does): the holder's writes happen before it.
+    #[test]
+    fn a_published_payload_orders_the_holders_writes_before_an_unlocked_read() {
+        crate::loom_models::check(|| {
+            let lock = Arc::new(WordLock::new(0, 0u64));
+            let reader = {
+                let lock = Arc::clone(&lock);
+                thread::spawn(move || {
+                    (lock.payload() == 1).then(|| {
+                        // SAFETY: the writer unlocked (it publishes the payload only then) and
+                        // locks no more; the Acquire load of the payload ordered its writes
+                        // before this read.
+                        unsafe { *lock.get_unlocked() }
+                    })
+                })
+            };
+            {
+                let mut g = lock.lock();
+                *g = 42;
+                g.set_payload(1);
+            }
+            let seen = reader.join().expect("no panic");
+            assert!(seen.is_none_or(|v| v == 42), "{seen:?}");
+            assert_eq!(*lock.lock(), 42);
+        });
     }
 }
