@@ -13,9 +13,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# Binaries too slow under valgrind (compile-fail UI tests run rustc; the property tests run
-# thousands of cases), by target name.
-SKIP=(ui trybuild proptests)
+# Binaries too slow under valgrind (the compile-fail UI tests run rustc; the others run example
+# programs or train models), by target name.
+SKIP=(ui bench_quick command_lines tiny_transformer train_digits)
 
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 2; }
 command -v jq >/dev/null || { echo "jq not found" >&2; exit 2; }
