@@ -20,6 +20,10 @@ SKIP=(ui bench_quick command_lines tiny_transformer train_digits)
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 2; }
 command -v jq >/dev/null || { echo "jq not found" >&2; exit 2; }
 
+# a proc-macro crate's test binary links the toolchain's libstd dynamically, as cargo test
+# arranges; outside cargo it needs the toolchain's target lib directory
+export LD_LIBRARY_PATH="$(rustc --print target-libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 echo "building the test binaries..."
 mapfile -t BINS < <(cargo test ${VALGRIND_BUILD:---workspace} --no-run --message-format=json 2>/dev/null |
     jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test == true)
