@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::element_lock::ElementLock;
 use crate::error::{bail, ensure, Result};
 use crate::ids::id_source;
+use crate::runtime::element_lock::ElementLock;
 use crate::scalar::{Buffer, Element, Scalar};
 
 /// The identity of one carrier, unique for the life of the process.

@@ -186,59 +186,11 @@ pub(crate) struct Plan {
 impl Drop for Plan {
     fn drop(&mut self) {
         let release = self.release.get();
-        spare_nodes::give_back(std::mem::take(&mut self.nodes), |node| {
+        crate::runtime::spare_nodes::give_back(std::mem::take(&mut self.nodes), |node| {
             if let Some(me) = release {
                 drop(node.saved().release_claimed(me));
             }
         });
-    }
-}
-
-/// The emptied node buffer of the thread's last plan (or sole-edge tree), up to
-/// [`spare_nodes::CAPACITY`] nodes, for its next one, so that a training loop's traversals do
-/// not regrow it. Only this column: keeping the others too counts 5% fewer instructions but measured 30-40% slower in W1,
-/// because freeing a buffer of 64 KiB or more after a release is what makes glibc consolidate
-/// the chunks the release freed; the next forward pass then allocates from merged, contiguous
-/// memory instead of reusing those chunks one by one, scattered.
-pub(crate) mod spare_nodes {
-    use crate::op::Node;
-    use std::cell::Cell;
-
-    pub(super) const CAPACITY: usize = 1 << 16;
-
-    thread_local! {
-        static SPARE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
-    }
-
-    /// An empty buffer, with the spare's capacity when there is one.
-    pub(crate) fn take() -> Vec<Node> {
-        SPARE.try_with(Cell::take).unwrap_or_default()
-    }
-
-    /// Drops a traversal's `nodes` in order, each right after `each` saw it (most go with
-    /// this reference: their allocations serve the next pass), and keeps the emptied buffer.
-    pub(crate) fn give_back(mut nodes: Vec<Node>, mut each: impl FnMut(&Node)) {
-        for node in nodes.drain(..) {
-            each(&node);
-            crate::arc_cache::recycle(node);
-        }
-        keep(nodes);
-    }
-
-    /// Keeps the empty `nodes` for the thread's next plan, unless it is too large or the
-    /// thread is exiting.
-    fn keep(nodes: Vec<Node>) {
-        debug_assert!(nodes.is_empty());
-        if nodes.capacity() <= CAPACITY {
-            let _ = SPARE.try_with(|spare| {
-                let kept = spare.take();
-                spare.set(if kept.capacity() > nodes.capacity() {
-                    kept
-                } else {
-                    nodes
-                });
-            });
-        }
     }
 }
 
@@ -314,7 +266,7 @@ impl Plan {
     /// `above`, the roots of the trees that traversal ran, means a cycle.
     pub(crate) fn discover_from(roots: Vec<Node>, above: Option<&[Node]>) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
-        let mut nodes = spare_nodes::take();
+        let mut nodes = crate::runtime::spare_nodes::take();
         let mut flags: Vec<Cell<u8>> = Vec::new();
         let mut spans: Vec<Span> = Vec::new();
         let mut producers: Vec<u32> = Vec::new();

@@ -129,7 +129,7 @@ impl Drop for Handle {
             let home = std::mem::replace(&mut inner.parts, Parts::Many(Box::new([])));
             std::ptr::drop_in_place(inner);
             if let Parts::One { carrier, .. } = home {
-                crate::arc_cache::recycle(carrier);
+                crate::runtime::arc_cache::recycle(carrier);
             }
         }
     }
@@ -204,7 +204,7 @@ impl<S: Store> Carrier for Block<S> {
 /// A handle to a new Float32 tensor of `layout` over `carrier`, its header and carrier in one
 /// allocation.
 fn homed<S: Store>(carrier: CpuCarrier<S>, layout: KeptLayout) -> Handle {
-    let block = crate::arc_cache::new_arc(Block {
+    let block = crate::runtime::arc_cache::new_arc(Block {
         header: UnsafeCell::new(MaybeUninit::uninit()),
         carrier,
     });

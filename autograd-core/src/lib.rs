@@ -2,16 +2,17 @@
 //!
 //! The data model: a [`Tensor`] has a logical [`DType`], a CuTe-style [`Layout`] and storage in
 //! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
+//!
+//! The performance machinery the engine and the data model stand on (per-thread allocation
+//! caches, one-word locks) lives in `runtime/`, whose module doc states the budget it serves.
 
 mod allocation;
-mod arc_cache;
 mod array;
 pub mod batch;
 mod captured;
 mod carrier;
 mod construct;
 mod dtype;
-mod element_lock;
 pub mod error;
 mod gemm;
 mod grad_mode;
@@ -21,19 +22,16 @@ mod int_tuple;
 pub mod kernel;
 pub mod layout;
 mod layout_cache;
-#[cfg(all(test, loom))]
-mod loom_models;
 mod mutation;
 mod needs_grad;
 mod op;
 pub mod ops;
 mod pool;
+mod runtime;
 mod scalar;
-mod sync;
 pub mod tape;
 mod tensor;
 mod view;
-mod word_lock;
 
 pub use carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};
 pub use construct::Rng;

@@ -9,8 +9,8 @@ use crate::carrier::CarrierId;
 use crate::error::Result;
 use crate::grad_mode::is_grad_enabled;
 use crate::ids::id_source;
+use crate::runtime::word_lock::{backoff, WordGuard, WordLock};
 use crate::tensor::{Parts, Tensor};
-use crate::word_lock::{backoff, WordGuard, WordLock};
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
 pub type Node = Arc<dyn Operation>;
@@ -884,7 +884,7 @@ impl Recording {
     ) -> Tensor {
         let mut result = own_result(result);
         if result.is_differentiable() {
-            let node: Node = crate::arc_cache::new_arc(make(SavedState::from_parts(
+            let node: Node = crate::runtime::arc_cache::new_arc(make(SavedState::from_parts(
                 self.inputs,
                 self.more_versions,
                 context,

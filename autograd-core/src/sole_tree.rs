@@ -22,8 +22,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::engine::{
-    cycle_error, node_key, propagate_from, run_vjp, spare_nodes, Claim, Cotangent, IdMap, Plan,
-    Seeds, Staging,
+    cycle_error, node_key, propagate_from, run_vjp, Claim, Cotangent, IdMap, Plan, Seeds, Staging,
 };
 use crate::error::{ensure, Result};
 use crate::gradient::Sum;
@@ -77,7 +76,7 @@ impl Tree {
         if let Some(me) = claim {
             root.saved().claim_waiting(root.name(), me)?;
         }
-        let mut nodes = spare_nodes::take();
+        let mut nodes = crate::runtime::spare_nodes::take();
         nodes.push(root.clone());
         Ok(Tree {
             nodes,
@@ -147,11 +146,14 @@ impl Drop for Tree {
             }
         }
         let (claim, finished) = (self.claim, self.finished);
-        spare_nodes::give_back(std::mem::take(&mut self.nodes), |node| match claim {
-            Some(me) if finished => drop(node.saved().release_claimed(me)),
-            Some(me) => node.saved().unclaim(me),
-            None => {}
-        });
+        crate::runtime::spare_nodes::give_back(
+            std::mem::take(&mut self.nodes),
+            |node| match claim {
+                Some(me) if finished => drop(node.saved().release_claimed(me)),
+                Some(me) => node.saved().unclaim(me),
+                None => {}
+            },
+        );
     }
 }
 

@@ -16,8 +16,8 @@ use crate::int_tuple::{IntTuple, Shape};
 use crate::layout::{check_fits, Layout};
 use crate::layout_cache::KeptLayout;
 use crate::op::Node;
+use crate::runtime::word_lock::{WordGuard, WordLock};
 use crate::scalar::{Buffer, Element, Scalar};
-use crate::word_lock::{WordGuard, WordLock};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
@@ -774,7 +774,7 @@ fn drop_node(node: Node) {
         // `node` is dropped here (its allocation cached for a later `Arc` of its size when
         // this was its only reference): what its own fields held waits in `PENDING` until the
         // stack runs dry (one thread-local look per batch, not per node)
-        crate::arc_cache::recycle(node);
+        crate::runtime::arc_cache::recycle(node);
     }
     drop(draining);
 }

@@ -7,8 +7,8 @@
 //! word lock's do. Like the `RwLock` it replaced (whose poisoning the carrier ignored), it does
 //! not poison: what it guards is plain numbers.
 
-use crate::sync::{AtomicU32, Ordering};
-use crate::word_lock::backoff;
+use crate::runtime::sync::{AtomicU32, Ordering};
+use crate::runtime::word_lock::backoff;
 
 const WRITER: u32 = 1;
 /// A writer waits: new readers stay out until it has had its turn.
@@ -213,7 +213,7 @@ mod tests {
     }
 }
 
-/// Loom models (`--cfg loom`, see [`crate::loom_models`]) of the real lock guarding a loom
+/// Loom models (`--cfg loom`, see [`crate::runtime::loom_models`]) of the real lock guarding a loom
 /// cell, whose accesses loom checks against each other's.
 #[cfg(all(test, loom))]
 mod loom_models {
@@ -268,7 +268,7 @@ mod loom_models {
     /// and its read is ordered against the write either way.
     #[test]
     fn a_reader_sees_a_writer_before_or_after_never_during() {
-        crate::loom_models::check(|| {
+        crate::runtime::loom_models::check(|| {
             let pair = Pair::new();
             let writer = {
                 let pair = Arc::clone(&pair);
@@ -286,7 +286,7 @@ mod loom_models {
     /// bits, and the reader shares the lock with neither.
     #[test]
     fn two_writers_exclude_each_other_and_a_reader() {
-        crate::loom_models::check(|| {
+        crate::runtime::loom_models::check(|| {
             let pair = Pair::new();
             let writers: Vec<_> = (0..2)
                 .map(|_| {

@@ -3,7 +3,7 @@
 //! locks, in `word_lock` and `element_lock`).
 //!
 //! Built only with `--cfg loom`, where the word lock, the element lock and the claims run on
-//! loom's atomics and checked cell ([`crate::sync`]), a traversal's thread number and the
+//! loom's atomics and checked cell ([`crate::runtime::sync`]), a traversal's thread number and the
 //! `Arc` cache are loom thread-locals, and waiters yield to loom: loom runs each model once
 //! per interleaving of its threads (up to the preemption bound) and fails on a failed
 //! assertion, an access to a lock's value not ordered after the previous holder's, a deadlock
@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use loom::thread;
 
-use crate::arc_cache::{new_arc, recycle};
 use crate::engine::{Claim, Plan};
 use crate::error::Result;
 use crate::op::{Node, Operation, SavedState};
+use crate::runtime::arc_cache::{new_arc, recycle};
 use crate::tensor::Tensor;
 
 /// Runs `model` in every interleaving loom explores, preempting a thread at most

@@ -1,6 +1,6 @@
 //! What the word lock, the element lock and the traversal claims are built from: std's
 //! atomics and cell, or under `--cfg loom` loom's checked models of them, so
-//! that the model tests ([`crate::loom_models`]) explore the real lock and claim code. In a
+//! that the model tests ([`crate::runtime::loom_models`]) explore the real lock and claim code. In a
 //! normal build these are plain re-exports of std's items: they cost nothing.
 
 #[cfg(loom)]

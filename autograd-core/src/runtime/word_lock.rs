@@ -12,7 +12,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
 
-use crate::sync::{AtomicU64, Ordering, UnsafeCell};
+use crate::runtime::sync::{AtomicU64, Ordering, UnsafeCell};
 
 const LOCKED: u64 = 1;
 
@@ -291,7 +291,7 @@ mod tests {
     }
 }
 
-/// Loom models (`--cfg loom`, see [`crate::loom_models`]): every interleaving of threads
+/// Loom models (`--cfg loom`, see [`crate::runtime::loom_models`]): every interleaving of threads
 /// taking the real lock, with loom checking each guard's access to the value against every
 /// other thread's.
 #[cfg(all(test, loom))]
@@ -304,7 +304,7 @@ mod loom_models {
     /// update is lost, and each guard's access happens after the previous holder's.
     #[test]
     fn two_holders_exclude_each_other_and_publish_their_writes() {
-        crate::loom_models::check(|| {
+        crate::runtime::loom_models::check(|| {
             let lock = Arc::new(WordLock::new(5, 0u64));
             let other = {
                 let lock = Arc::clone(&lock);
@@ -331,7 +331,7 @@ mod loom_models {
     /// the lock (as a tensor's sole-handle check does): the holder's writes happen before it.
     #[test]
     fn a_published_payload_orders_the_holders_writes_before_an_unlocked_read() {
-        crate::loom_models::check(|| {
+        crate::runtime::loom_models::check(|| {
             let lock = Arc::new(WordLock::new(0, 0u64));
             let reader = {
                 let lock = Arc::clone(&lock);
