@@ -19,7 +19,7 @@
 //! ```
 
 use crate::error::Result;
-use crate::int_tuple::Shape;
+use crate::layout::int_tuple::Shape;
 use crate::layout::Layout;
 use crate::tensor::Tensor;
 

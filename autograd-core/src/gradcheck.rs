@@ -4,9 +4,9 @@
 //! slot; every logical position that shares the slot (a broadcast input) must then hold the
 //! same directional derivative, which is exactly what the engine's per-slot sums promise.
 
-use crate::autograd::{grad, GradOptions};
+use crate::engine::autograd::{grad, GradOptions};
+use crate::engine::grad_mode::no_grad;
 use crate::error::{bail, ensure, Result};
-use crate::grad_mode::no_grad;
 use crate::tensor::Tensor;
 
 /// Step and tolerances of [`gradcheck`]. An element passes when
@@ -185,7 +185,7 @@ pub fn gradcheck(
     for (i, x) in inputs.iter().enumerate() {
         let a = match &analytic[i] {
             Some(g) => g.values::<f32>()?,
-            None => crate::allocation::filled(x.size(), 0.0)?,
+            None => crate::storage::allocation::filled(x.size(), 0.0)?,
         };
         let dims = x.dims();
         let sub = &pieces[i];

@@ -3,70 +3,60 @@
 //! The data model: a [`Tensor`] has a logical [`DType`], a CuTe-style [`Layout`] and storage in
 //! a [`Carrier`]. Operations record [`Operation`] nodes while graph construction is enabled.
 //!
-//! The performance machinery the engine and the data model stand on (per-thread allocation
-//! caches, one-word locks) lives in `runtime/`, whose module doc states the budget it serves.
+//! # Where things are
+//!
+//! | folder | what it holds | layers it is meant to import |
+//! |---|---|---|
+//! | `tensor/` | the `Tensor` handle, dtypes, scalars and CPU buffers, the handle's storage block, views, constructors, ndarray interop | layout, storage, graph (a tensor names its node), runtime |
+//! | `layout/` | CuTe layouts, their integer trees, per-thread interning of compact layouts | — |
+//! | `storage/` | carriers (the storage trait and the CPU carrier), the buffer pool, fallible allocation | runtime |
+//! | `graph/` | nodes (`Operation`, saved inputs and versions), identities, mutation versions, the wanted-gradient mask, `Captured` | tensor, layout, runtime |
+//! | `engine/` | the traversal (discovery, plans, claims, propagation, staging and commit), its public surface (`backward`, `grad`), the sole-edge release, checkpointing, closure VJPs, profiles, DOT, footprints, grad mode | everything below it |
+//! | `runtime/` | the performance machinery: per-thread allocation caches, one-word locks, loom shims; its doc states the budget it serves | — |
+//! | `kernel/` | the one door to storage for ops: typed element access, maps, reductions, row helpers, GEMM, ISA dispatch, fallible allocation | tensor, layout, storage |
+//! | `ops/` | the tensor op library, written with `#[differentiable]` | kernel, tensor, graph |
+//! | `tape/` | the scalar Wengert tape and the lowering of a tensor graph to it | tensor, graph, engine |
+//!
+//! The layering in the last column is the target of the core-architecture work in progress:
+//! today `kernel` still reaches `ops` (for `exp_f32`) and a few modules import upward.
 
-mod allocation;
-mod array;
 pub mod batch;
-mod captured;
-mod carrier;
-mod construct;
-mod dtype;
 pub mod error;
-mod gemm;
-mod grad_mode;
-mod handle;
-mod ids;
-mod int_tuple;
+mod graph;
 pub mod kernel;
 pub mod layout;
-mod layout_cache;
-mod mutation;
-mod needs_grad;
-mod op;
 pub mod ops;
-mod pool;
 mod runtime;
-mod scalar;
+mod storage;
 pub mod tape;
 mod tensor;
-mod view;
 
-pub use carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};
-pub use construct::Rng;
-pub use dtype::{CompoundDType, DType, DTypeCategory};
+pub use engine::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use error::{Error, ErrorKind, Result};
-pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
-pub use int_tuple::{IntTuple, Shape, Stride};
-pub use layout::{Aliasing, Layout, Leaf};
-pub use op::{
+pub use graph::op::{
     record, should_record, Node, NodeId, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
-pub use scalar::{Buffer, Element, Scalar};
+pub use layout::int_tuple::{IntTuple, Shape, Stride};
+pub use layout::{Aliasing, Layout, Leaf};
+pub use storage::carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};
+pub use tensor::construct::Rng;
+pub use tensor::dtype::{CompoundDType, DType, DTypeCategory};
+pub use tensor::scalar::{Buffer, Element, Scalar};
 pub use tensor::{Subtensor, Tensor};
 
-mod autograd;
 mod engine;
-mod footprint;
 mod gradcheck;
-mod gradient;
 
-pub use autograd::{backwards_traversal, grad, GradOptions};
-pub use footprint::graph_bytes;
+pub use engine::autograd::{backwards_traversal, grad, GradOptions};
+pub use engine::footprint::graph_bytes;
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 
 // Milestone primitives: closure VJPs, activation checkpointing, seeing the graph.
-mod checkpoint;
-mod custom_gradient;
-mod dot;
-mod profile;
-mod sole_tree;
 
-pub use checkpoint::checkpoint;
-pub use custom_gradient::custom_gradient;
-pub use dot::{to_dot, to_dot_with_profile};
-pub use profile::{BackwardProfile, NodeProfile, OpProfile};
+pub use engine::checkpoint::checkpoint;
+pub use engine::custom_gradient::custom_gradient;
+pub use engine::dot::{to_dot, to_dot_with_profile};
+pub use engine::profile::{BackwardProfile, NodeProfile, OpProfile};
 
 #[doc(hidden)]
 #[path = "macro_support.rs"]
@@ -74,5 +64,5 @@ pub mod __private;
 
 pub use autograd_macros::differentiable;
 
-pub use captured::Captured;
-pub use needs_grad::NeedsGrad;
+pub use graph::captured::Captured;
+pub use graph::needs_grad::NeedsGrad;

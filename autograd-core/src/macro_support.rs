@@ -7,18 +7,18 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::dtype::DType;
 use crate::error::{bail, ensure};
+use crate::tensor::dtype::DType;
 
-pub use crate::captured::Captured;
+pub use crate::engine::grad_mode::no_grad;
 pub use crate::error::{Error, Result};
-pub use crate::grad_mode::no_grad;
-pub use crate::layout::Layout;
-pub use crate::layout_cache::KeptLayout;
-pub use crate::needs_grad::NeedsGrad;
-pub use crate::op::{
+pub use crate::graph::captured::Captured;
+pub use crate::graph::needs_grad::NeedsGrad;
+pub use crate::graph::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
+pub use crate::layout::layout_cache::KeptLayout;
+pub use crate::layout::Layout;
 pub use crate::tensor::Tensor;
 pub use std::panic::Location;
 
@@ -237,7 +237,7 @@ pub fn wanted(needed: Option<&[bool]>, index: usize, g: Option<Tensor>) -> Optio
 /// forward body returned a tensor someone else also holds (an input, a residual) or one that
 /// already has a node, so recording never rewires a tensor it does not own.
 pub fn own_result(out: Tensor) -> Tensor {
-    crate::op::own_result(out)
+    crate::graph::op::own_result(out)
 }
 
 /// The error when forward returned before computing residual `name`.

@@ -1,9 +1,9 @@
 //! Typed read access to a tensor's elements without copying.
 
-use crate::carrier::{CpuCarrier, Store};
 use crate::error::{ensure, Result};
 use crate::layout::{Layout, Leaf};
-use crate::scalar::Element;
+use crate::storage::carrier::{CpuCarrier, Store};
+use crate::tensor::scalar::Element;
 use crate::tensor::{record_width, Tensor};
 
 /// A tensor's elements as stored: a slice of its storage, the offset of its layout's origin,
@@ -289,7 +289,7 @@ fn logical<'a, T: Element>(e: &Elements<'a, T>) -> Result<std::borrow::Cow<'a, [
     if let Some(s) = e.as_slice() {
         return Ok(std::borrow::Cow::Borrowed(s));
     }
-    let mut v = crate::allocation::filled(e.len(), T::default())?;
+    let mut v = crate::storage::allocation::filled(e.len(), T::default())?;
     e.copy_range(0, &mut v);
     Ok(std::borrow::Cow::Owned(v))
 }

@@ -10,4 +10,4 @@
 //! assert_eq!(alloc::filled(1usize << 62, 0.0f32).unwrap_err().kind(), ErrorKind::Value);
 //! ```
 
-pub use crate::allocation::{filled, resize, with_capacity};
+pub use crate::storage::allocation::{filled, resize, with_capacity};

@@ -3,7 +3,7 @@
 
 use super::Elements;
 use crate::error::Result;
-use crate::gemm::MatRef;
+use crate::kernel::gemm::MatRef;
 
 impl<'a> Elements<'a, f32> {
     /// The matrix at batch coordinate `batch` of these elements, whose layout's last two

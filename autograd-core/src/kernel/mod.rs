@@ -20,6 +20,7 @@
 
 mod access;
 pub mod alloc;
+pub(crate) mod gemm;
 #[doc(hidden)]
 pub mod isa;
 mod map;
@@ -29,7 +30,7 @@ mod parallel;
 mod reduce;
 mod team;
 
-pub use crate::gemm::{gemm_f32, MatMut, MatRef};
+pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use crate::ops::num::exp_f32;
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub(crate) use map::{fill_f32, update_f32};

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::allocation::filled;
-use crate::carrier::SMALL_F32;
 use crate::error::Result;
+use crate::layout::layout_cache::KeptLayout;
 use crate::layout::Layout;
-use crate::layout_cache::KeptLayout;
-use crate::scalar::Element;
+use crate::storage::allocation::filled;
+use crate::storage::carrier::SMALL_F32;
+use crate::tensor::scalar::Element;
 use crate::tensor::Tensor;
 
 /// A tensor of `layout` (compact: its storage order is its logical order) whose elements `f`
@@ -73,10 +73,10 @@ fn fresh_with<T: Element>(
     // there is one.
     let reused = if T::DTYPE == crate::DType::Float32 {
         let data = match init {
-            Init::Zeroed => crate::pool::zeroed(n)?,
-            Init::Overwritten => crate::pool::overwritable(n)?,
+            Init::Zeroed => crate::storage::pool::zeroed(n)?,
+            Init::Overwritten => crate::storage::pool::overwritable(n)?,
         };
-        T::from_buffer(crate::scalar::Buffer::F32(data))
+        T::from_buffer(crate::tensor::scalar::Buffer::F32(data))
     } else {
         None
     };
@@ -104,6 +104,6 @@ pub(crate) fn compact_layout_of(t: &Tensor) -> Result<KeptLayout> {
     if l.size() == l.cosize() && l.is_row_major_contiguous() {
         Ok(t.kept_layout())
     } else {
-        crate::layout_cache::compact(t.shape().clone())
+        crate::layout::layout_cache::compact(t.shape().clone())
     }
 }

@@ -7,7 +7,7 @@ use super::output::fresh;
 use super::parallel::parallel;
 use crate::error::{ensure, Result};
 use crate::layout::Layout;
-use crate::scalar::Element;
+use crate::tensor::scalar::Element;
 use crate::tensor::Tensor;
 
 /// The result extents of reducing `dims` over `axes`: the kept extents in order, with `1` in

@@ -120,7 +120,7 @@ fn sum_back(g: &Tensor, a: &Tensor, batch: Option<usize>) -> Result<Tensor> {
         let summed = read::<f32, _>(g, |x| {
             let xs = x.as_slice()?;
             // (unallocatable sums take the general path below, which reports the error)
-            let mut acc = crate::allocation::filled(m, 0.0f64).ok()?;
+            let mut acc = crate::storage::allocation::filled(m, 0.0f64).ok()?;
             if m > 0 {
                 for row in xs.chunks_exact(m) {
                     acc.iter_mut()

@@ -8,8 +8,8 @@
 use super::broadcast_rule::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
 use super::num::numeric;
+use crate::engine::grad_mode::no_grad;
 use crate::error::{ensure, Result};
-use crate::grad_mode::no_grad;
 use crate::kernel::{fresh_like, map, read, read_pair, zip};
 use crate::{differentiable, DType, Tensor};
 
@@ -145,7 +145,7 @@ mod node {
 /// The selection kernel: the mask is read out once, then both operands in logical order.
 fn select<T: crate::Element>(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let m = read::<bool, _>(mask, |m| -> Result<Vec<bool>> {
-        let mut v = crate::allocation::filled(m.len(), false)?;
+        let mut v = crate::storage::allocation::filled(m.len(), false)?;
         m.copy_range(0, &mut v);
         Ok(v)
     })??;

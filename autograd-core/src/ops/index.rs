@@ -92,7 +92,7 @@ pub(super) fn offsets(dims: &[usize], stride: &[usize]) -> Result<Vec<usize>> {
         .iter()
         .try_fold(1usize, |p, &d| p.checked_mul(d))
         .unwrap_or(usize::MAX);
-    let mut out = crate::allocation::with_capacity(n)?;
+    let mut out = crate::storage::allocation::with_capacity(n)?;
     let mut coord = vec![0; dims.len()];
     let mut at = 0;
     for _ in 0..n {
@@ -136,7 +136,7 @@ fn split(
     let mut out = Vec::with_capacity(xs.len());
     for (i, (x, &c)) in xs.iter().zip(chunks).enumerate() {
         if wanted.get(i).copied().unwrap_or(true) {
-            let mut d = crate::allocation::with_capacity(x.size())?;
+            let mut d = crate::storage::allocation::with_capacity(x.size())?;
             for o in 0..outer {
                 d.extend_from_slice(&g[o * row + at..o * row + at + c]);
             }
@@ -332,7 +332,7 @@ pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor>
         let (outer, inner) = around(&dims, axis);
         let (n, m) = (dims[axis], idx.len());
         let g = g.values::<f32>()?;
-        let mut da = crate::allocation::filled(a.size(), 0.0f64)?;
+        let mut da = crate::storage::allocation::filled(a.size(), 0.0f64)?;
         for o in 0..outer {
             for (j, &k) in idx.iter().enumerate() {
                 let (src, dst) = ((o * m + j) * inner, (o * n + k) * inner);
@@ -436,7 +436,7 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let at = scattered("gather", &a.dims(), axis, indices)?;
         let g = g.values::<f32>()?;
-        let mut da = crate::allocation::filled(a.size(), 0.0f64)?;
+        let mut da = crate::storage::allocation::filled(a.size(), 0.0f64)?;
         for (&q, &v) in at.iter().zip(&g) {
             da[q] += f64::from(v);
         }
@@ -482,7 +482,7 @@ pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> R
         let at = scattered("scatter_add", &a.dims(), axis, indices)?;
         let from = offsets(&indices.dims(), &strides(&src.dims()))?;
         let g = g.values::<f32>()?;
-        let mut dsrc = crate::allocation::filled(src.size(), 0.0f32)?;
+        let mut dsrc = crate::storage::allocation::filled(src.size(), 0.0f32)?;
         for (&q, &r) in at.iter().zip(&from) {
             dsrc[r] = g[q];
         }
@@ -554,7 +554,7 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, weight: &Tensor, ids: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (v, d) = embedding_dims(weight)?;
         let ids = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
-        let mut dw = crate::allocation::filled(weight.size(), 0.0f64)?;
+        let mut dw = crate::storage::allocation::filled(weight.size(), 0.0f64)?;
         kernel::read_logical(g, |g: &[f32]| {
             // a row of g at a time into its id's row (`checked` bounds the ids by `v`)
             for (row, &id) in g.chunks_exact(d.max(1)).zip(&ids) {

@@ -1,7 +1,7 @@
 //! Element arithmetic the elementwise ops are generic over, and the dtype dispatch that picks a
 //! monomorphised kernel once per call (never per element).
 
-use crate::scalar::Element;
+use crate::tensor::scalar::Element;
 
 /// Arithmetic on one element type. Integer forms wrap on overflow (as two's-complement
 /// hardware and PyTorch do) instead of panicking.

@@ -186,7 +186,7 @@ fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<T
     let (g, y, x) = (g.values::<f32>()?, y.values::<f32>()?, a.values::<f32>()?);
     let group = groups(&a.dims(), axes)?;
     let attains = |v: f32, m: f32| v == m || (v.is_nan() && m.is_nan());
-    let mut ties = crate::allocation::filled(y.len(), 0u32)?;
+    let mut ties = crate::storage::allocation::filled(y.len(), 0u32)?;
     for (&k, &v) in group.iter().zip(&x) {
         if attains(v, y[k]) {
             ties[k] += 1;
@@ -246,7 +246,7 @@ pub fn var_axes(a: &Tensor, axes: &[usize], keepdim: bool, correction: usize) ->
         let group = groups(&a.dims(), axes)?;
         let r = group_len(a, axes);
         let d = r.saturating_sub(correction) as f64;
-        let mut means = crate::allocation::filled(g.len(), 0.0f64)?;
+        let mut means = crate::storage::allocation::filled(g.len(), 0.0f64)?;
         for (&k, &v) in group.iter().zip(&x) {
             means[k] += f64::from(v);
         }

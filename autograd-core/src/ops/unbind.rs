@@ -5,7 +5,7 @@
 
 use crate::__private::{check_cotangents, several_results_backward, OutputInfo};
 use crate::error::{ensure, Result};
-use crate::op::{Operation, Recording, SavedState};
+use crate::graph::op::{Operation, Recording, SavedState};
 use crate::tensor::Tensor;
 
 /// The sub-tensors of `a` at each index of top-level mode `dim`, that mode removed: views

@@ -20,7 +20,7 @@ use loom::thread;
 
 use crate::engine::{Claim, Plan};
 use crate::error::Result;
-use crate::op::{Node, Operation, SavedState};
+use crate::graph::op::{Node, Operation, SavedState};
 use crate::runtime::arc_cache::{new_arc, recycle};
 use crate::tensor::Tensor;
 
@@ -103,7 +103,7 @@ fn released(result: &Result<()>) -> bool {
 fn assert_unclaimed(nodes: &[Node]) {
     for node in nodes {
         if !node.is_released() {
-            let mine = crate::op::TraversalToken::fresh();
+            let mine = crate::graph::op::TraversalToken::fresh();
             assert!(
                 node.saved().claim(node.name(), mine).is_ok(),
                 "a lost claim"

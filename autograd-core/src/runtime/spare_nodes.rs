@@ -5,7 +5,7 @@
 //! consolidate the chunks the release freed; the next forward pass then allocates from merged,
 //! contiguous memory instead of reusing those chunks one by one, scattered.
 
-use crate::op::Node;
+use crate::graph::op::Node;
 use std::cell::Cell;
 
 /// The most nodes a kept buffer may have room for.

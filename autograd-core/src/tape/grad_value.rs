@@ -5,9 +5,9 @@ use std::fmt;
 
 use ndarray::ArrayD;
 
+use crate::engine::gradient;
 use crate::error::{ensure, Result};
-use crate::gradient;
-use crate::int_tuple::Shape;
+use crate::layout::int_tuple::Shape;
 use crate::tensor::Tensor;
 
 /// Witness that a gradient's shape was found equal to a value's shape: the argument

@@ -8,10 +8,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use crate::engine::gradient;
 use crate::engine::{run_vjp, Cotangent};
 use crate::error::{bail, ensure, Result};
-use crate::gradient;
-use crate::op::{describe_input, describe_node, Node as OpNode, Operation};
+use crate::graph::op::{describe_input, describe_node, Node as OpNode, Operation};
 use crate::tensor::Tensor;
 
 use super::{Node, Tape};

@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::int_tuple::Shape;
+use crate::layout::int_tuple::Shape;
 use crate::layout::Layout;
 
 /// How many shapes a thread interns; further shapes get ordinary layouts, so a program that

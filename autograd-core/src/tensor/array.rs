@@ -6,10 +6,10 @@ use ndarray::{
     ArrayBase, ArrayD, ArrayView, ArrayViewD, Data, Dimension, IxDyn, OwnedRepr, ShapeBuilder,
 };
 
-use crate::carrier::CpuCarrier;
 use crate::error::{ensure, Result};
 use crate::layout::Layout;
-use crate::scalar::Element;
+use crate::storage::carrier::CpuCarrier;
+use crate::tensor::scalar::Element;
 use crate::tensor::Tensor;
 
 impl Tensor {

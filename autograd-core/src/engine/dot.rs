@@ -9,12 +9,12 @@
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
-use crate::checkpoint::CHECKPOINT;
-use crate::custom_gradient::CUSTOM_GRADIENT;
+use crate::engine::checkpoint::CHECKPOINT;
+use crate::engine::custom_gradient::CUSTOM_GRADIENT;
+use crate::engine::profile::BackwardProfile;
 use crate::engine::IdSet;
 use crate::error::Result;
-use crate::op::{Node, Operation};
-use crate::profile::BackwardProfile;
+use crate::graph::op::{Node, Operation};
 use crate::tensor::Tensor;
 
 /// The graph reachable from `t` in Graphviz DOT (`dot -Tsvg`): op names and node ids, the

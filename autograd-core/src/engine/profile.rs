@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::op::{NodeId, Operation};
+use crate::graph::op::{NodeId, Operation};
 use crate::tensor::Tensor;
 
 /// What one node's VJP cost in a profiled traversal.

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use crate::carrier::Carrier;
-use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
+use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{Aliasing, Layout};
-use crate::layout_cache::KeptLayout;
-use crate::scalar::Buffer;
+use crate::storage::carrier::Carrier;
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::Buffer;
 use crate::tensor::Tensor;
 
 /// Float32 values of `layout` placed in fresh storage of `class`'s implementation class; the
@@ -49,9 +49,9 @@ fn laid_out(values: &[f32], layout: &Layout) -> Result<Vec<f32>> {
 fn buffer_for(layout: &Layout, written: bool) -> Result<Vec<f32>> {
     let n = layout.cosize();
     if written && layout.is_compact() {
-        crate::pool::overwritable(n)
+        crate::storage::pool::overwritable(n)
     } else {
-        crate::pool::zeroed(n)
+        crate::storage::pool::zeroed(n)
     }
 }
 
@@ -215,7 +215,7 @@ pub(crate) fn fold_for(target: &Tensor, g: Tensor) -> Result<Tensor> {
 fn fold_broadcast(target: &Layout, g: &Tensor, class: &Arc<dyn Carrier>) -> Result<Tensor> {
     let values = g.values::<f32>()?;
     let slots = target.try_offsets()?;
-    let mut sums = crate::pool::zeroed(target.cosize())?;
+    let mut sums = crate::storage::pool::zeroed(target.cosize())?;
     for (v, &s) in values.iter().zip(&slots) {
         sums[s] += v;
     }
@@ -280,7 +280,7 @@ fn add_slots(layout: &Layout, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
     if layout.size() == n {
         return Ok(x[..n].iter().zip(&y[..n]).map(|(p, q)| p + q).collect());
     }
-    let mut out = crate::allocation::filled(n, 0.0f32)?;
+    let mut out = crate::storage::allocation::filled(n, 0.0f32)?;
     layout.for_each_offset(|o| out[o] = x[o] + y[o]);
     Ok(out)
 }
@@ -371,7 +371,7 @@ impl Tensor {
         let class = self.part_carrier(0);
         // a small CPU result keeps its header and elements in one allocation
         let layout = if class.as_cpu().is_some() {
-            match crate::handle::small_f32(values, layout) {
+            match crate::tensor::handle::small_f32(values, layout) {
                 Ok(h) => return Ok(Tensor(h)),
                 Err(layout) => layout,
             }
@@ -425,7 +425,7 @@ impl Tensor {
 
     /// `f32_like` with every element `value`.
     pub fn f32_full_like(&self, value: f32) -> Result<Tensor> {
-        let mut values = crate::pool::overwritable(self.size())?;
+        let mut values = crate::storage::pool::overwritable(self.size())?;
         crate::kernel::fill_f32(&mut values, value);
         self.f32_like(values)
     }
@@ -504,7 +504,7 @@ fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
     let n = layout.cosize();
     if first.offset() == 0 && first.subtensor_count() == 1 && is_dense(layout) {
         if let Some(cpu) = first.part_carrier(0).as_cpu() {
-            let mut data = crate::pool::overwritable(n)?;
+            let mut data = crate::storage::pool::overwritable(n)?;
             let copied = cpu.with_slice::<f32, _>(|s| {
                 s.get(..n)
                     .map(|src| crate::kernel::update_f32(&mut data, src, |d, x| *d = x))
@@ -515,7 +515,7 @@ fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
             }
         }
     }
-    let mut data = crate::pool::zeroed(n)?;
+    let mut data = crate::storage::pool::zeroed(n)?;
     scatter_add(&mut data, first.layout(), first)?;
     Ok(data)
 }

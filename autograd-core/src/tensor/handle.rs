@@ -15,11 +15,13 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::carrier::{inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store, Token};
-use crate::dtype::DType;
 use crate::error::Result;
-use crate::layout_cache::KeptLayout;
-use crate::scalar::{Buffer, Scalar};
+use crate::layout::layout_cache::KeptLayout;
+use crate::storage::carrier::{
+    inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store, Token,
+};
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::{Buffer, Scalar};
 use crate::tensor::{AutogradState, Parts, TensorInner};
 
 /// Set in a header's count when the header lives inside a carrier block.
@@ -140,7 +142,7 @@ const _: () = {
     assert_send_sync::<TensorInner>();
     // what the header's lock lends to several threads at once must itself be `Sync`
     assert_send_sync::<AutogradState>();
-    assert_send_sync::<CpuCarrier<crate::carrier::Inline<1>>>();
+    assert_send_sync::<CpuCarrier<crate::storage::carrier::Inline<1>>>();
 };
 
 /// A small CPU carrier with room for the header of the tensor it was made for.
@@ -283,7 +285,7 @@ mod tests {
     /// in its fast bins; growing it is a memory regression.
     #[test]
     fn a_one_element_result_block_fits_a_128_byte_chunk() {
-        assert!(std::mem::size_of::<super::Block<crate::carrier::Inline<1>>>() <= 104);
+        assert!(std::mem::size_of::<super::Block<crate::storage::carrier::Inline<1>>>() <= 104);
     }
 
     /// Clones dropped on several threads at once: exactly one drop frees the header, whichever

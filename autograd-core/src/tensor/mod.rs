@@ -3,21 +3,30 @@
 //! Values are listed in *logical order* (see [`crate::layout`]): row-major over the top-level
 //! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
 
+// The data model around the handle: dtypes, scalars and CPU buffers, the handle's storage
+// block, views, constructors and ndarray interop.
+pub(crate) mod array;
+pub(crate) mod construct;
+pub(crate) mod dtype;
+pub(crate) mod handle;
+pub(crate) mod scalar;
+pub(crate) mod view;
+
 use std::fmt;
 use std::sync::Arc;
 
-use crate::allocation::{filled, with_capacity};
-use crate::carrier::{Carrier, CpuCarrier};
-use crate::dtype::{DType, PackedDType};
 use crate::error::{bail, ensure, Result};
-use crate::handle::Handle;
-use crate::ids::id_source;
-use crate::int_tuple::{IntTuple, Shape};
+use crate::graph::ids::id_source;
+use crate::graph::op::Node;
+use crate::layout::int_tuple::{IntTuple, Shape};
+use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{check_fits, Layout};
-use crate::layout_cache::KeptLayout;
-use crate::op::Node;
 use crate::runtime::word_lock::{WordGuard, WordLock};
-use crate::scalar::{Buffer, Element, Scalar};
+use crate::storage::allocation::{filled, with_capacity};
+use crate::storage::carrier::{Carrier, CpuCarrier};
+use crate::tensor::dtype::{DType, PackedDType};
+use crate::tensor::handle::Handle;
+use crate::tensor::scalar::{Buffer, Element, Scalar};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
@@ -140,7 +149,7 @@ impl Tensor {
     /// assert_eq!(t.layout().to_string(), "(2,3):(3,1)");
     /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
-        let layout = crate::layout_cache::compact(shape.into())?;
+        let layout = crate::layout::layout_cache::compact(shape.into())?;
         ensure!(
             data.len() == layout.size(),
             Value,
@@ -159,7 +168,7 @@ impl Tensor {
     /// A tensor of `shape` whose every element is `value` (stored as the value's dtype).
     pub fn full(shape: impl Into<Shape>, value: impl Into<Scalar>) -> Result<Tensor> {
         let value = value.into();
-        let layout = crate::layout_cache::compact(shape.into())?;
+        let layout = crate::layout::layout_cache::compact(shape.into())?;
         let n = layout.size();
         let buffer = match value {
             Scalar::F32(x) => Buffer::F32(filled(n, x)?),
@@ -177,7 +186,7 @@ impl Tensor {
 
     /// A tensor of `shape` and simple `dtype` filled with zeros (false for Bool).
     pub fn zeros(shape: impl Into<Shape>, dtype: &DType) -> Result<Tensor> {
-        let layout = crate::layout_cache::compact(shape.into())?;
+        let layout = crate::layout::layout_cache::compact(shape.into())?;
         let buffer = Buffer::zeros(dtype, layout.size())?;
         Ok(Tensor::from_carrier_unchecked(
             CpuCarrier::shared(buffer),
@@ -818,7 +827,7 @@ mod tests {
     #[test]
     fn graph_records_stay_small() {
         assert!(std::mem::size_of::<super::TensorInner>() <= 72);
-        assert!(std::mem::size_of::<crate::op::SavedInput>() <= 16);
+        assert!(std::mem::size_of::<crate::graph::op::SavedInput>() <= 16);
         assert!(std::mem::size_of::<crate::SavedState>() <= 72);
     }
 }

@@ -9,10 +9,10 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::engine::grad_mode::no_grad;
+use crate::engine::gradient::check_cotangent;
 use crate::error::{ensure, Error, Result};
-use crate::grad_mode::no_grad;
-use crate::gradient::check_cotangent;
-use crate::op::{describe_input, Operation, Recording, SavedState};
+use crate::graph::op::{describe_input, Operation, Recording, SavedState};
 use crate::tensor::Tensor;
 
 /// The name of every node [`custom_gradient`] records (drawn distinctly by `to_dot`).

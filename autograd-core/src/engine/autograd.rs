@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::allocation::with_capacity;
-use crate::dtype::DType;
+use crate::engine::gradient;
+use crate::engine::profile::BackwardProfile;
 use crate::engine::{propagate, Claim, IdMap, IdSet, Plan, Sink, Staging};
 use crate::error::{bail, ensure, Result};
-use crate::gradient;
+use crate::graph::op::Node;
 use crate::layout::Layout;
-use crate::op::Node;
-use crate::profile::BackwardProfile;
-use crate::scalar::Buffer;
+use crate::storage::allocation::with_capacity;
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::Buffer;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -118,7 +118,7 @@ impl Tensor {
                 !depends_on(node, self),
                 Runtime,
                 "assigning {} as the autograd_ctx of a tensor it depends on would make a cycle in the autograd graph",
-                crate::op::describe_node(&**node)
+                crate::graph::op::describe_node(&**node)
             );
         }
         self.state().ctx = ctx;
@@ -169,7 +169,13 @@ impl Tensor {
             staging.add(self, cotangent.clone())?;
         }
         if k == 0 && root.outputs() == 1 {
-            return crate::sole_tree::accumulate(&root, cotangent, staging, retain_graph, profile);
+            return crate::engine::sole_tree::accumulate(
+                &root,
+                cotangent,
+                staging,
+                retain_graph,
+                profile,
+            );
         }
         let plan = Plan::discover(&root, k)?;
         accumulate_from(&plan, cotangent, staging, retain_graph, profile)
@@ -184,7 +190,10 @@ impl Tensor {
         );
         let carrier = self
             .carrier()?
-            .fresh(Buffer::F32(crate::allocation::filled(l.cosize(), 1.0)?))?;
+            .fresh(Buffer::F32(crate::storage::allocation::filled(
+                l.cosize(),
+                1.0,
+            )?))?;
         Ok(Tensor::from_carrier_unchecked(
             carrier,
             self.kept_layout(),
@@ -249,10 +258,10 @@ pub fn backwards_traversal(
             root.outputs() == 1,
             Runtime,
             "{} has {} results, so a cotangent alone does not say which it belongs to; call backward_with on that result tensor",
-            crate::op::describe_node(&**root),
+            crate::graph::op::describe_node(&**root),
             root.outputs()
         );
-        return crate::sole_tree::accumulate(
+        return crate::engine::sole_tree::accumulate(
             root,
             gradient.clone(),
             Staging::default(),

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use crate::allocation::filled;
-use crate::dtype::DType;
 use crate::error::{bail, Result};
+use crate::storage::allocation::filled;
+use crate::tensor::dtype::DType;
 
 /// One element value of a simple dtype.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,10 +5,14 @@
 //! top-level modes (last mode fastest, as numpy and ndarray expect) with each nested mode's
 //! sub-coordinate taken as its colexicographic index. For flat shapes it is plain row-major.
 
+// The integer trees layouts are made of, and the per-thread interning of compact layouts.
+pub(crate) mod int_tuple;
+pub(crate) mod layout_cache;
+
 use std::fmt;
 
 use crate::error::{bail, ensure, Result};
-use crate::int_tuple::{IntTuple, Shape, Stride};
+use crate::layout::int_tuple::{IntTuple, Shape, Stride};
 
 /// One leaf mode of a layout: an extent and the stride between its consecutive coordinates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,7 +56,7 @@ pub struct Layout {
     aliasing: Aliasing,
     /// Leaves in logical iteration order (fastest first), coalesced, extent-1 leaves dropped.
     logical: Vec<Leaf>,
-    /// Set only on the interned layouts of [`crate::layout_cache`], which live as long as the
+    /// Set only on the interned layouts of [`crate::layout::layout_cache`], which live as long as the
     /// process; a clone is an ordinary layout.
     immortal: bool,
 }
@@ -473,7 +477,7 @@ impl Layout {
     /// Every offset in logical order; `Error::Value` when that many cannot be allocated (a
     /// broadcast layout may have 2^40 positions).
     pub fn try_offsets(&self) -> Result<Vec<usize>> {
-        let mut out = crate::allocation::with_capacity(self.size)?;
+        let mut out = crate::storage::allocation::with_capacity(self.size)?;
         self.for_each_offset(|o| out.push(o));
         Ok(out)
     }

@@ -21,13 +21,13 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+use crate::engine::gradient::Sum;
+use crate::engine::profile::BackwardProfile;
 use crate::engine::{
     cycle_error, node_key, propagate_from, run_vjp, Claim, Cotangent, IdMap, Plan, Seeds, Staging,
 };
 use crate::error::{ensure, Result};
-use crate::gradient::Sum;
-use crate::op::{describe_node, Node, Operation, TraversalToken};
-use crate::profile::BackwardProfile;
+use crate::graph::op::{describe_node, Node, Operation, TraversalToken};
 use crate::tensor::Tensor;
 
 /// Where the gradient of a node's input goes on.

@@ -11,14 +11,14 @@
 use std::any::TypeId;
 use std::sync::Arc;
 
-use crate::autograd::{grad, GradOptions};
-use crate::custom_gradient::guarded;
-use crate::dtype::DType;
+use crate::engine::autograd::{grad, GradOptions};
+use crate::engine::custom_gradient::guarded;
+use crate::engine::grad_mode::{no_grad, GradModeGuard};
 use crate::engine::IdSet;
 use crate::error::{bail, ensure, Result};
-use crate::grad_mode::{no_grad, GradModeGuard};
+use crate::graph::op::{NodeId, Operation, Recording, Saved, SavedState};
 use crate::layout::{Aliasing, Layout};
-use crate::op::{NodeId, Operation, Recording, Saved, SavedState};
+use crate::tensor::dtype::DType;
 use crate::tensor::Tensor;
 
 /// The name of every node [`checkpoint`] records (drawn distinctly by `to_dot`).

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
-use crate::int_tuple::{IntTuple, Shape, Stride};
+use crate::layout::int_tuple::{IntTuple, Shape, Stride};
 use crate::layout::{check_fits, Layout};
 use crate::tensor::{record_width, Parts, Tensor};
 

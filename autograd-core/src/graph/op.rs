@@ -5,11 +5,11 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::carrier::CarrierId;
+use crate::engine::grad_mode::is_grad_enabled;
 use crate::error::Result;
-use crate::grad_mode::is_grad_enabled;
-use crate::ids::id_source;
+use crate::graph::ids::id_source;
 use crate::runtime::word_lock::{backoff, WordGuard, WordLock};
+use crate::storage::carrier::CarrierId;
 use crate::tensor::{Parts, Tensor};
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.

@@ -5,12 +5,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::allocation::filled;
-use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
-use crate::int_tuple::Shape;
+use crate::layout::int_tuple::Shape;
 use crate::layout::Layout;
-use crate::scalar::{Buffer, Element, Scalar};
+use crate::storage::allocation::filled;
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::{Buffer, Element, Scalar};
 use crate::tensor::Tensor;
 
 /// A seeded pseudo-random generator (xoshiro256**, seeded through splitmix64): the same seed
@@ -426,7 +426,7 @@ impl fmt::Display for Tensor {
 
 /// `f(0), f(1), …, f(n - 1)`, or `Error::Value` when `n` elements cannot be allocated.
 fn drawn<T>(n: usize, mut f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
-    let mut values = crate::allocation::with_capacity(n)?;
+    let mut values = crate::storage::allocation::with_capacity(n)?;
     values.extend((0..n).map(&mut f));
     Ok(values)
 }

@@ -3,9 +3,9 @@
 
 use std::collections::HashSet;
 
-use crate::carrier::CarrierId;
 use crate::error::Result;
-use crate::op::Node;
+use crate::graph::op::Node;
+use crate::storage::carrier::CarrierId;
 use crate::Tensor;
 
 /// Bytes of distinct storage held by the saved state (saved inputs and residuals) of every

@@ -95,7 +95,7 @@ fn zeroed_from(pool: &Mutex<Pool>, n: usize) -> crate::error::Result<Vec<f32>> {
             v.resize(n, 0.0);
             Ok(v)
         }
-        None => crate::allocation::filled(n, 0.0f32),
+        None => crate::storage::allocation::filled(n, 0.0f32),
     }
 }
 
@@ -106,7 +106,7 @@ fn overwritable_from(pool: &Mutex<Pool>, n: usize) -> crate::error::Result<Vec<f
             v.truncate(n);
             Ok(v)
         }
-        None => crate::allocation::filled(n, 0.0f32),
+        None => crate::storage::allocation::filled(n, 0.0f32),
     }
 }
 

@@ -1,19 +1,32 @@
 //! Reverse-mode traversal: discover the graph, propagate cotangents in topological order into
 //! staging, and commit (accumulate `.grad`, release nodes) only when everything succeeded.
 
+// The traversal's surface and companions: `autograd` (backward, grad, backwards_traversal),
+// `sole_tree` (the sole-edge release), `gradient` (staging and accumulation), checkpointing,
+// closure VJPs, profiles, DOT output, graph footprints and the grad mode.
+pub(crate) mod autograd;
+pub(crate) mod checkpoint;
+pub(crate) mod custom_gradient;
+pub(crate) mod dot;
+pub(crate) mod footprint;
+pub(crate) mod grad_mode;
+pub(crate) mod gradient;
+pub(crate) mod profile;
+pub(crate) mod sole_tree;
+
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::engine::grad_mode::no_grad;
+use crate::engine::gradient::Sum;
+use crate::engine::profile::BackwardProfile;
 use crate::error::{bail, ensure, Result};
-use crate::grad_mode::no_grad;
-use crate::gradient::{self, Sum};
-use crate::layout::Layout;
-use crate::op::{
+use crate::graph::op::{
     describe_input, describe_node, Modification, Node, NodeId, Operation, Saved, TraversalToken,
 };
-use crate::profile::BackwardProfile;
+use crate::layout::Layout;
 use crate::tensor::Tensor;
 
 pub(crate) fn node_key(node: &Node) -> u64 {
@@ -150,7 +163,7 @@ impl Producers<'_> {
 
 /// The reached graph: steps in discovery order (the roots first) and a topological order of
 /// them in which every consumer comes before its producers ([`Plan::topological_order`], the
-/// order [`crate::sole_tree`] runs a graph in). `backward` plans only what lies past the tree
+/// order [`crate::engine::sole_tree`] runs a graph in). `backward` plans only what lies past the tree
 /// its root's sole edges reach; `grad`, batched and several-result traversals plan it all.
 ///
 /// A plan keeps 17 bytes per node for a chain of unary ops discovered in order from a
@@ -262,7 +275,7 @@ impl Plan {
     }
 
     /// [`Plan::discover`] from several roots at once (steps `0..roots.len()`, distinct nodes),
-    /// for the part of a graph below a [`crate::sole_tree`] traversal: reaching a node of
+    /// for the part of a graph below a [`crate::engine::sole_tree`] traversal: reaching a node of
     /// `above`, the roots of the trees that traversal ran, means a cycle.
     pub(crate) fn discover_from(roots: Vec<Node>, above: Option<&[Node]>) -> Result<Plan> {
         let mut index: IdMap<u32> = IdMap::default();
@@ -407,7 +420,7 @@ impl Plan {
         Ok(plan)
     }
 
-    /// The order steps run in, consumers first, and the order [`crate::sole_tree`] runs a
+    /// The order steps run in, consumers first, and the order [`crate::engine::sole_tree`] runs a
     /// graph in, so that `grad` sums what `backward` sums in the same order (and gets the
     /// very same values). From a single root (`tree_first`): the tree its sole edges reach,
     /// depth first (a node's children pushed in input order), while the other producers it
@@ -1187,7 +1200,7 @@ fn one_by_one(
                 return Ok(None);
             };
             let input = inputs.get(j).filter(|_| mask.get(j) == Some(&true));
-            let mut values = crate::allocation::with_capacity(like.size().saturating_mul(k))?;
+            let mut values = crate::storage::allocation::with_capacity(like.size().saturating_mul(k))?;
             for (i, r) in runs.iter().enumerate() {
                 match &r[j] {
                     Some(gj) => {
@@ -1320,7 +1333,7 @@ mod tests {
     /// to that step's slot `k`), or by none; and the order puts consumers first.
     fn check_plan(plan: &Plan) {
         use std::sync::Arc;
-        let index = |n: &crate::op::Node| plan.nodes.iter().position(|m| Arc::ptr_eq(m, n));
+        let index = |n: &crate::graph::op::Node| plan.nodes.iter().position(|m| Arc::ptr_eq(m, n));
         let order: Vec<usize> = plan.order().collect();
         let at = |i: usize| order.iter().position(|&k| k == i).unwrap();
         for (i, node) in plan.nodes.iter().enumerate() {

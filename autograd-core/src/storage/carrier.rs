@@ -10,11 +10,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
-use crate::ids::id_source;
+use crate::graph::ids::id_source;
 use crate::runtime::element_lock::ElementLock;
-use crate::scalar::{Buffer, Element, Scalar};
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::{Buffer, Element, Scalar};
 
 /// The identity of one carrier, unique for the life of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -578,7 +578,7 @@ impl<S: ?Sized + Store> Drop for CpuCarrier<S> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: nothing else reaches the buffer.
         if let Some(Buffer::F32(v)) = self.store.heap().map(|h| unsafe { &mut *h.buffer.get() }) {
-            crate::pool::recycle(std::mem::take(v));
+            crate::storage::pool::recycle(std::mem::take(v));
         }
     }
 }

@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use crate::carrier::Carrier;
-use crate::dtype::DType;
 use crate::error::{bail, ensure, Result};
-use crate::int_tuple::IntTuple;
-use crate::scalar::Scalar;
+use crate::layout::int_tuple::IntTuple;
+use crate::storage::carrier::Carrier;
+use crate::tensor::dtype::DType;
+use crate::tensor::scalar::Scalar;
 use crate::tensor::{record_width, Tensor};
 
 /// Writes bound for one carrier.
@@ -129,7 +129,7 @@ impl Tensor {
         if let (Scalar::F32(x), Some(fast)) = (v, self.f32_in_place()) {
             return fast.apply(None, |d, _| *d = x);
         }
-        let mut writes = crate::allocation::with_capacity(self.size())?;
+        let mut writes = crate::storage::allocation::with_capacity(self.size())?;
         self.for_each_slot(|p, o| writes.push((p, o, v)));
         self.write_slots(writes)
     }
@@ -173,7 +173,7 @@ impl Tensor {
             return fast.apply(None, |d, _| *d = (f64::from(*d) * factor) as f32);
         }
         let old = self.scalars()?;
-        let mut writes = crate::allocation::with_capacity(old.len())?;
+        let mut writes = crate::storage::allocation::with_capacity(old.len())?;
         let mut i = 0;
         self.for_each_slot(|p, o| {
             let v = match old[i] {
@@ -237,11 +237,11 @@ impl Tensor {
         self.ensure_injective(op)?;
         let old = self.scalars()?;
         let new = src.scalars()?;
-        let mut values = crate::allocation::with_capacity(new.len())?;
+        let mut values = crate::storage::allocation::with_capacity(new.len())?;
         for (a, b) in old.into_iter().zip(new) {
             values.push(f(a, b)?);
         }
-        let mut writes = crate::allocation::with_capacity(values.len())?;
+        let mut writes = crate::storage::allocation::with_capacity(values.len())?;
         let mut it = values.into_iter();
         self.for_each_slot(|p, o| {
             if let Some(v) = it.next() {

@@ -1,0 +1,8 @@
+//! Where tensors keep their elements: the [`Carrier`](crate::Carrier) trait and the CPU carrier
+//! (`carrier`), the buffer pool that recycles large activation and gradient buffers between
+//! training steps (`pool`), and the one fallible allocation path for buffers sized by user
+//! input (`allocation`, public as `kernel::alloc`).
+
+pub(crate) mod allocation;
+pub(crate) mod carrier;
+pub(crate) mod pool;
