@@ -15,14 +15,13 @@ pub(crate) mod profile;
 pub(crate) mod sole_tree;
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::engine::grad_mode::no_grad;
 use crate::engine::gradient::Sum;
 use crate::engine::profile::BackwardProfile;
 use crate::error::{bail, ensure, Result};
+pub(crate) use crate::graph::ids::{IdMap, IdSet};
 use crate::graph::op::{
     describe_input, describe_node, Modification, Node, NodeId, Operation, Saved, TraversalToken,
 };
@@ -32,31 +31,6 @@ use crate::tensor::Tensor;
 pub(crate) fn node_key(node: &Node) -> u64 {
     node.id().get()
 }
-
-/// A hasher for identity keys: one multiply, no SipHash (ids are sequential, not chosen by an
-/// attacker).
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// A map keyed by tensor or node identity (or a traversal's cotangent slot).
-pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
-
-/// A set of tensor or node identities.
-pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 const NO_PRODUCER: u32 = u32::MAX;
 

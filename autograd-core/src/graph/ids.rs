@@ -9,6 +9,8 @@
 //! thread takes a new block when it sees one.
 
 use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::LocalKey;
 
@@ -95,6 +97,31 @@ pub(crate) fn watermark(shared: &Shared, local: &'static LocalKey<Block>) -> u64
     let _ = local.try_with(|block| block.set((start, start + BLOCK, epoch)));
     start
 }
+
+/// A hasher for identity keys: one multiply, no SipHash (ids are sequential, not chosen by an
+/// attacker).
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by tensor or node identity (or a traversal's cotangent slot).
+pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// A set of tensor or node identities.
+pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 #[cfg(test)]
 mod tests {

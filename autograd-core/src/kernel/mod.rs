@@ -24,6 +24,7 @@ pub(crate) mod gemm;
 #[doc(hidden)]
 pub mod isa;
 mod map;
+pub(crate) mod math;
 mod matrix;
 mod output;
 mod parallel;
@@ -31,10 +32,10 @@ mod reduce;
 mod team;
 
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
-pub use crate::ops::num::exp_f32;
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, map_owned, zip, zip_owned};
+pub use math::exp_f32;
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};

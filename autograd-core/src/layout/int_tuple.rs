@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// What `IntTuple::from(usize)` makes of a value above `i64::MAX`: a leaf no layout accepts.
+pub(crate) const TOO_LARGE: i64 = i64::MIN;
+
 /// An integer or a tuple of integer trees.
 ///
 /// ```
@@ -131,7 +134,7 @@ impl From<usize> for IntTuple {
     /// `i64::MAX` instead would turn `usize::MAX` into a layout that is valid but smaller than
     /// the one asked for.
     fn from(x: usize) -> Self {
-        IntTuple::Int(i64::try_from(x).unwrap_or(crate::layout::TOO_LARGE))
+        IntTuple::Int(i64::try_from(x).unwrap_or(TOO_LARGE))
     }
 }
 impl<T: Into<IntTuple>> From<Vec<T>> for IntTuple {

@@ -87,7 +87,7 @@ impl fmt::Display for Shown<'_> {
 }
 
 fn to_usize(x: i64, what: &str, layout: &Shown<'_>) -> Result<usize> {
-    if x == TOO_LARGE {
+    if x == int_tuple::TOO_LARGE {
         bail!(
             Value,
             "a {what} in layout {layout} does not fit in i64 (it was a usize above {}); no layout can address that much",
@@ -100,9 +100,6 @@ fn to_usize(x: i64, what: &str, layout: &Shown<'_>) -> Result<usize> {
         ))
     })
 }
-
-/// What `IntTuple::from(usize)` makes of a value above `i64::MAX`: a leaf no layout accepts.
-pub(crate) const TOO_LARGE: i64 = i64::MIN;
 
 /// The product of extents, 0 as soon as one is 0. Exact for the extents of a validated layout
 /// (their nonzero product fits in `isize`); saturates instead of overflowing for any others.

@@ -5,7 +5,7 @@
 //! broadcast their operands with graph construction off. `where_cond` is differentiable in its
 //! two value operands.
 
-use super::broadcast_rule::{broadcast_shapes, expand, operands};
+use super::broadcast::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
 use super::num::numeric;
 use crate::engine::grad_mode::no_grad;
@@ -98,7 +98,7 @@ pub fn where_cond(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dims = broadcast_shapes(&a.dims(), &b.dims())
         .and_then(|d| broadcast_shapes(&mask.dims(), &d))
         .map_err(|e| e.context("where_cond"))?;
-    let (a, b) = super::broadcast_rule::broadcast_pair(&expand(a, &dims)?, &expand(b, &dims)?)?;
+    let (a, b) = super::broadcast::broadcast_pair(&expand(a, &dims)?, &expand(b, &dims)?)?;
     // the mask under the operands' shape tree too (Bool: no graph)
     let m = {
         let _off = no_grad();

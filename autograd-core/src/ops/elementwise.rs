@@ -7,7 +7,7 @@
 //! by `broadcast_to`'s VJP. Kernels are generic over Float32, Float64 and Int32 (integers wrap;
 //! `div` and the constant forms take floats only); only Float32 results record a node.
 
-use super::broadcast_rule::operands;
+use super::broadcast::operands;
 use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
 use crate::kernel::{map, map_owned, zip, zip_owned};

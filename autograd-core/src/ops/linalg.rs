@@ -277,7 +277,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         };
         // the column sums of g: a row at a time (the reduced mode leads)
         let gb = match (bias, k) {
-            (Some(b), None) if needs.input(2) => Some(super::broadcast_rule::sum_to(&g2, b)?),
+            (Some(b), None) if needs.input(2) => Some(super::broadcast::sum_to(&g2, b)?),
             (Some(_), Some(k)) if needs.input(2) => {
                 Some(crate::ops::sum_axes(&per_index(k)?, &[1], false)?)
             }

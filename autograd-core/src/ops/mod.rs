@@ -4,7 +4,6 @@
 //! forms can call it.
 
 mod broadcast;
-mod broadcast_rule;
 mod cast;
 mod compare;
 mod elementwise;
@@ -18,8 +17,7 @@ mod unary;
 mod unbind;
 mod view;
 
-pub use broadcast::broadcast_to;
-pub use broadcast_rule::{broadcast_pair, broadcast_shapes};
+pub use broadcast::{broadcast_pair, broadcast_shapes, broadcast_to};
 pub use cast::to_dtype;
 pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
 pub use elementwise::{

@@ -226,7 +226,8 @@ pub fn gelu(a: &Tensor) -> Result<Tensor> {
             a,
             |g: f32, x: f32| {
                 let x = f64::from(x);
-                let cdf = 0.5 * (1.0 + super::num::erf(x * std::f64::consts::FRAC_1_SQRT_2));
+                let cdf =
+                    0.5 * (1.0 + crate::kernel::math::erf(x * std::f64::consts::FRAC_1_SQRT_2));
                 let pdf = INV_SQRT_2PI * (-0.5 * x * x).exp();
                 (f64::from(g) * (cdf + x * pdf)) as f32
             },
@@ -249,7 +250,7 @@ pub fn gelu_tanh(a: &Tensor) -> Result<Tensor> {
             g,
             a,
             move |g: f32, x: f32| {
-                let t = super::num::tanh_f32(c * (x + k * x * x * x));
+                let t = crate::kernel::math::tanh_f32(c * (x + k * x * x * x));
                 let du = c * (1.0 + 3.0 * k * x * x);
                 g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
             },
