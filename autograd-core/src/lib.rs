@@ -17,8 +17,10 @@
 //! | `ops/` | the tensor op library, written with `#[differentiable]` | kernel, tensor, graph |
 //! | `tape/` | the scalar Wengert tape and the lowering of a tensor graph to it | tensor, graph, engine |
 //!
-//! The layering in the last column is the target of the core-architecture work in progress:
-//! today `kernel` still reaches `ops` (for `exp_f32`) and a few modules import upward.
+//! The last column is the target of the core-architecture work in progress. Besides
+//! tensor ↔ graph (inherent: a tensor names its node, a node saves tensors), some folders still
+//! import upward today: tensor reaches kernel and ops (its method forms), storage and runtime
+//! reach graph and tensor (a carrier's identity, the recycled node type), graph reaches engine.
 
 pub mod batch;
 pub mod error;
