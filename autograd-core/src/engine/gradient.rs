@@ -250,6 +250,8 @@ pub(crate) fn add(a: &Tensor, b: &Tensor, class: &Arc<dyn Carrier>) -> Result<Te
     }
     let single = a.subtensor_count() == 1 && b.subtensor_count() == 1;
     if single && a.layout() == b.layout() && a.offset() == 0 && b.offset() == 0 {
+        // as_cpu: gradients summed slot by slot over their cosize (storage order, broadcast
+        // slots once), which logical-order kernel access cannot express
         if let (Some(ca), Some(cb)) = (a.part_carrier(0).as_cpu(), b.part_carrier(0).as_cpu()) {
             let sum = ca.with_slice_pair::<f32, _>(cb, |x, y| add_slots(a.layout(), x, y))??;
             let carrier = class.fresh(Buffer::F32(sum))?;
@@ -370,6 +372,7 @@ impl Tensor {
         }
         let class = self.part_carrier(0);
         // a small CPU result keeps its header and elements in one allocation
+        // as_cpu: only a class test (a CPU class keeps small results inline)
         let layout = if class.as_cpu().is_some() {
             match crate::tensor::handle::small_f32(values, layout) {
                 Ok(h) => return Ok(Tensor(h)),
@@ -503,6 +506,7 @@ fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
     let layout = first.layout();
     let n = layout.cosize();
     if first.offset() == 0 && first.subtensor_count() == 1 && is_dense(layout) {
+        // as_cpu: a copy of storage slots (cosize), not of logical positions
         if let Some(cpu) = first.part_carrier(0).as_cpu() {
             let mut data = crate::storage::pool::overwritable(n)?;
             let copied = cpu.with_slice::<f32, _>(|s| {
@@ -524,6 +528,7 @@ fn private_copy(first: &Tensor) -> Result<Vec<f32>> {
 fn scatter_add(data: &mut [f32], layout: &Layout, g: &Tensor) -> Result<()> {
     let same = std::ptr::eq(layout, g.layout()) || *layout == *g.layout();
     if same && g.offset() == 0 {
+        // as_cpu: g's storage slots, scattered by offset
         if let Some(cpu) = g.carrier()?.as_cpu() {
             return cpu.with_slice::<f32, _>(|s| {
                 if layout.size() == layout.cosize() {

@@ -195,6 +195,8 @@ impl Tensor {
         {
             return None;
         }
+        // as_cpu: in-place writes to existing storage, which the kernel layer (fresh results
+        // only) does not do; other carrier classes take the copy path
         self.carrier().ok()?.as_cpu()?;
         Some(InPlace { target: self })
     }
@@ -267,6 +269,7 @@ impl InPlace<'_> {
         let layout = t.layout();
         let (off, cosize) = (t.offset(), layout.cosize());
         let carrier = t.carrier()?;
+        // as_cpu: see `f32_in_place`, which checked it
         let Some(cpu) = carrier.as_cpu() else {
             bail!(Runtime, "an in-place update lost its CPU carrier");
         };

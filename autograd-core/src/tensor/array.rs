@@ -67,6 +67,7 @@ impl Tensor {
         let mut f = Some(f);
         let layout = self.layout();
         if self.subtensor_count() == 1 && layout.is_flat() && layout.is_injective() {
+            // as_cpu: ndarray borrows the CPU memory itself, strides and all
             if let Some(cpu) = self.carrier()?.as_cpu() {
                 let dims = self.dims();
                 let strides: Vec<usize> = (0..layout.rank())

@@ -592,6 +592,7 @@ impl Tensor {
                 "this tensor stores {storage} elements, not {}",
                 T::DTYPE
             );
+            // as_cpu: the reader under the kernel layer (kernel::read falls back to it)
             if let Some(cpu) = s.carrier.as_cpu() {
                 cpu.with_slice::<T, _>(|data| {
                     // one element wide: the kernel layer's run-wise copy (storage order as

@@ -88,6 +88,8 @@ where
     })??;
     let grad: &[f32] = scratch;
     let (layout, off) = (param.layout(), param.offset());
+    // as_cpu: the update writes the parameter's storage in place, which the kernel layer
+    // (fresh results only) does not do; other classes take the copy below
     let Some(cpu) = param.carrier()?.as_cpu() else {
         // Another carrier class: compute in logical order, then one public copy (one bump).
         let mut values = param.values::<f32>()?;
@@ -145,6 +147,7 @@ where
 /// Whether `t`'s storage is of the CPU class, whose in-place update cannot fail once the
 /// step's checks passed.
 pub(crate) fn on_cpu(t: &Tensor) -> bool {
+    // as_cpu: only a class test
     t.carrier().is_ok_and(|c| c.as_cpu().is_some())
 }
 
