@@ -207,12 +207,9 @@ fn probes() -> Vec<(String, Box<dyn Fn() -> Check>)> {
     add(
         "where_cond_huge",
         Box::new(|| {
-            let mask = ops::gt(&huge(&[H]), &Tensor::scalar(0.0)).map_err(|e| e.to_string());
-            // the mask itself is a huge result: that must already be a Value error
-            match mask {
-                Err(_) => value_error(ops::gt(&huge(&[H]), &Tensor::scalar(0.0))),
-                Ok(m) => value_error(ops::where_cond(&m, &huge(&[H]), &huge(&[H]))),
-            }
+            // a broadcast Bool mask, so that where_cond itself meets the huge result
+            let mask = Tensor::from_vec(vec![true], shape![1])?.broadcast_to(&[H])?;
+            value_error(ops::where_cond(&mask, &huge(&[H]), &huge(&[H])))
         }),
     );
 
