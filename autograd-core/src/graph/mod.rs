@@ -8,3 +8,5 @@ pub(crate) mod ids;
 pub(crate) mod mutation;
 pub(crate) mod needs_grad;
 pub(crate) mod op;
+pub(crate) mod recording;
+pub(crate) mod saved;

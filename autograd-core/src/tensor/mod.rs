@@ -828,7 +828,7 @@ mod tests {
     #[test]
     fn graph_records_stay_small() {
         assert!(std::mem::size_of::<super::TensorInner>() <= 72);
-        assert!(std::mem::size_of::<crate::graph::op::SavedInput>() <= 16);
+        assert!(std::mem::size_of::<crate::graph::saved::SavedInput>() <= 16);
         assert!(std::mem::size_of::<crate::SavedState>() <= 72);
     }
 }
