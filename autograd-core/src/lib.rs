@@ -68,3 +68,4 @@ pub use autograd_macros::differentiable;
 
 pub use graph::captured::Captured;
 pub use graph::needs_grad::NeedsGrad;
+pub use graph::vjp_call::{Cotangent, VjpCall, Written};

@@ -17,6 +17,7 @@ pub use crate::graph::needs_grad::NeedsGrad;
 pub use crate::graph::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
+pub use crate::graph::vjp_call::{Cotangent, VjpCall, Written};
 pub use crate::layout::layout_cache::KeptLayout;
 pub use crate::layout::Layout;
 pub use crate::tensor::Tensor;

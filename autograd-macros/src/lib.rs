@@ -136,11 +136,11 @@
 //!   gradient is unwanted when its input is not differentiable or nothing the caller asked for
 //!   depends on it (functional `grad` asking only for a matmul's weights does not want the
 //!   data batch's gradient), so the VJP may skip it and return `None`; an unwanted gradient it
-//!   returns anyway is dropped. The node implements `Operation::backward_needed` and
-//!   `Operation::backward_into` (the engine's: the same into its reused gradient vector, the
-//!   gradients as the VJP returned them for the engine to lay out), which the engine calls with
-//!   its mask, and `backward` as `backward_needed` with every gradient wanted (for several
-//!   outputs, `backward_outputs` gets the same mask).
+//!   returns anyway is dropped. The node implements `Operation::vjp`, the engine's one entry
+//!   point (the VJP with the engine's mask, written into its reused gradient vector as the VJP
+//!   returned them, for the engine to lay out), `Operation::backward_needed` (the same for a
+//!   direct caller, laid out) and `backward` as `backward_needed` with every gradient wanted
+//!   (for several outputs, `backward_outputs` gets the same mask).
 //! - **Layouts and broadcasting.** VJPs need not care about strides: a gradient whose shape
 //!   matches its input but whose layout does not is re-laid out to the input's layout. A VJP
 //!   receives the cotangent of its result per logical position, in an injective layout,
@@ -192,9 +192,9 @@
 //!   of one output, per output. `output` is a tuple too, `output: (&Tensor, &Tensor)` (each
 //!   entry `&Tensor` or `Tensor`): detached copies of the results, so the node never owns its
 //!   own results, each version-checked like a residual (`output.1` in messages). The node
-//!   reports `Operation::outputs() == N` and implements `Operation::backward_outputs` (the
-//!   engine's entry point; called directly with no cotangent at all, it returns no gradients
-//!   without running the VJP); `Operation::backward` with one cotangent is a `Runtime` error,
+//!   reports `Operation::outputs() == N` and implements `Operation::vjp` for one cotangent per
+//!   result, and `Operation::backward_outputs`, its public form (called with no cotangent at
+//!   all, it returns no gradients without running the VJP); `Operation::backward` with one cotangent is a `Runtime` error,
 //!   since one tensor cannot say which output it belongs to.
 //!
 //!   ```
@@ -234,8 +234,8 @@
 //!   # Ok(())
 //!   # }
 //!   ```
-//! - **Batched cotangents** (`#[differentiable(batched)]`, one-result ops): the node implements
-//!   `Operation::backward_batched` with the same VJP, so batched functional `grad` runs K
+//! - **Batched cotangents** (`#[differentiable(batched)]`, one-result ops): the node serves
+//!   batched calls of `Operation::vjp` (and `Operation::backward_batched`) with the same VJP, so batched functional `grad` runs K
 //!   cotangents through it at once instead of one by one. The VJP is then also handed `g` with
 //!   a leading batch mode of extent K before the result's shape (the generated shape check
 //!   accepts exactly that), and returns each gradient with the same leading mode before its

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use autograd_core::{
-    differentiable, is_grad_enabled, no_grad, record, DType, ErrorKind, Operation, Result,
-    SavedState, Tensor,
+    differentiable, is_grad_enabled, no_grad, record, Cotangent, DType, ErrorKind, Operation,
+    Result, SavedState, Tensor, VjpCall, Written,
 };
 use autograd_tests::{grad_vals, map, mul, t, vals, zip};
 
@@ -560,8 +560,9 @@ fn gradients_in_another_layout_are_laid_out_like_their_input() {
     );
 }
 
-/// The engine's entry point hands the gradient back as the VJP returned it and the engine lays
-/// it out; the other entry points lay it out themselves. Either way the input gets its layout.
+/// The engine's entry point (`vjp`) hands the gradient back as the VJP returned it, saying so,
+/// and the engine lays it out; the other entry points lay it out themselves. Either way the
+/// input gets its layout.
 #[test]
 fn every_entry_point_lays_a_gradient_out_alike() {
     let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
@@ -576,12 +577,21 @@ fn every_entry_point_lays_a_gradient_out_alike() {
     assert_eq!(needed.layout(), x.layout());
     let mut out = Vec::new();
     node.backward_into(g.clone(), &[true], &mut out).unwrap();
+    let into = out[0].clone().unwrap();
+    assert_eq!(into.layout(), x.layout());
+    let written = node
+        .vjp(VjpCall::new(Cotangent::One(g.clone()), &[true], &mut out))
+        .unwrap();
+    assert_eq!(written, Written::Shaped);
     let returned = out[0].clone().unwrap();
     assert_ne!(returned.layout(), x.layout(), "as the VJP returned it");
-    for other in [&direct, &needed, &returned] {
+    for other in [&direct, &needed, &into, &returned] {
         assert_eq!(vals(other), vals(&g));
     }
-    node.backward_into(g.clone(), &[false], &mut out).unwrap();
+    let written = node
+        .vjp(VjpCall::new(Cotangent::One(g.clone()), &[false], &mut out))
+        .unwrap();
+    assert_eq!(written, Written::Shaped);
     assert!(out[0].is_none(), "an unwanted gradient is dropped");
     y.backward_with(Some(&g), false).unwrap();
     assert_eq!(x.grad().unwrap().unwrap().layout(), x.layout());

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use crate::engine::gradient;
 use crate::engine::profile::BackwardProfile;
-use crate::engine::{propagate, Claim, IdMap, IdSet, Plan, Sink, Staging};
+use crate::engine::{
+    propagate, propagate_to_grad, Claim, Collect, IdMap, IdSet, Pending, Plan, Staging,
+};
 use crate::error::{bail, ensure, Result};
 use crate::graph::op::Node;
 use crate::layout::Layout;
@@ -292,14 +294,8 @@ fn accumulate_from(
     } else {
         Some(Claim::begin(plan)?)
     };
-    propagate(
-        plan,
-        cotangent,
-        &Sink::Accumulate,
-        &mut staging,
-        claim.as_mut(),
-        profile,
-    )?;
+    let pending = Pending::root(plan, cotangent);
+    propagate_to_grad(plan, pending, &mut staging, claim.as_mut(), profile)?;
     if let Some(claim) = &mut claim {
         claim.rest()?;
     }
@@ -399,14 +395,11 @@ pub fn grad(
         }
         if let Some(plan) = &plan {
             let claim = claim.as_mut().filter(|_| k == last);
-            propagate(
-                plan,
-                cot,
-                &Sink::Collect(&wanted),
-                &mut staging,
-                claim,
-                None,
-            )?;
+            let mut sink = Collect {
+                wanted: &wanted,
+                staging: &mut staging,
+            };
+            propagate(plan, Pending::root(plan, cot), &mut sink, claim)?;
         }
         runs.push(staging.finish()?);
     }
@@ -502,14 +495,12 @@ fn all_at_once(
     let layout = Layout::compact_row_major(crate::batch::batched_shape(output.shape(), k)?)?;
     let stacked = output.f32_with_layout(values, Arc::new(layout))?;
     let mut staging = Staging::default();
-    let single = output.layout_arc();
-    if !crate::engine::propagate_batched(
-        plan,
-        stacked,
-        (k, &single),
-        &Sink::Collect(wanted),
-        &mut staging,
-    )? {
+    let pending = Pending::batched(plan, stacked, k, output.layout_arc());
+    let mut sink = Collect {
+        wanted,
+        staging: &mut staging,
+    };
+    if !propagate(plan, pending, &mut sink, None)? {
         return Ok(None);
     }
     staging.finish().map(Some)

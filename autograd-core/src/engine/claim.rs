@@ -82,6 +82,11 @@ impl<'p> Claim<'p> {
         Ok(claim)
     }
 
+    /// This claim's token when step `i`'s node is not claimed yet (its VJP then claims it).
+    pub(super) fn unclaimed(&self, i: usize) -> Option<TraversalToken> {
+        (!self.claimed(i)).then_some(self.token)
+    }
+
     pub(super) fn claimed(&self, i: usize) -> bool {
         self.plan.flags(i) & flag::CLAIMED != 0
     }

@@ -18,16 +18,17 @@
 //! every claim and waits for them in node-id order, as a planned traversal does, so that no
 //! two traversals ever wait for each other.
 
-use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::engine::gradient::Sum;
 use crate::engine::profile::BackwardProfile;
 use crate::engine::{
-    cycle_error, node_key, propagate_from, run_vjp, Claim, Cotangent, IdMap, Plan, Seeds, Staging,
+    cycle_error, node_key, propagate_to_grad, run_vjp, Claim, IdMap, Pending, Plan, Router, Seeds,
+    Staging, Step,
 };
 use crate::error::{ensure, Result};
 use crate::graph::op::{describe_node, Node, Operation, TraversalToken};
+use crate::graph::vjp_call::Cotangent;
 use crate::tensor::Tensor;
 
 /// Where the gradient of a node's input goes on.
@@ -199,7 +200,8 @@ pub(crate) fn accumulate(
         }),
         None => None,
     };
-    propagate_from(&plan, seeds, &mut staging, planned.as_mut(), profile)?;
+    let pending = Pending::seeds(&plan, seeds)?;
+    propagate_to_grad(&plan, pending, &mut staging, planned.as_mut(), profile)?;
     if let Some(planned) = &mut planned {
         planned.rest()?;
     }
@@ -263,69 +265,41 @@ fn run(
     let mut frontier = Frontier::new();
     let mut stack: Vec<(usize, Option<Tensor>)> = vec![(root, cotangent)];
     // Each input's edge, read under the node's lock, and the gradient that goes along it.
-    let mut edges: RefCell<Vec<(Edge, Option<Tensor>)>> = RefCell::new(Vec::new());
-    let shared = Cell::new(false);
+    let mut edges: Vec<(Edge, Option<Tensor>)> = Vec::new();
     let mut grads: Vec<Option<Tensor>> = Vec::new();
     while let Some((i, g)) = stack.pop() {
         let node: *const dyn Operation = Arc::as_ptr(&tree.nodes[i]);
         // SAFETY: the tree owns the node until it drops, and an `Arc`'s contents never move
         // when the vector of nodes grows (a reference saves two atomic operations per node).
         let node = unsafe { &*node };
-        debug_assert!(edges.get_mut().is_empty());
-        shared.set(false);
+        debug_assert!(edges.is_empty());
         let (claim, early) = (tree.claim, &mut tree.early);
         match g {
             None => {
-                visit(node, claim, edges.get_mut())?;
-                claim_early(edges.get_mut().iter().map(|(e, _)| e), claim, early);
+                visit(node, claim, &mut edges)?;
+                claim_early(edges.iter().map(|(e, _)| e), claim, early);
             }
             Some(g) => {
                 let started = profile.is_some().then(std::time::Instant::now);
-                let mut bytes = 0usize;
-                run_vjp(
-                    node,
-                    Cotangent::One(g),
+                let step = Step {
+                    cotangent: Cotangent::One(g),
+                    result: None,
                     claim,
-                    |j, input| {
-                        // SAFETY: `run_vjp` calls this under the node's lock.
-                        let edge = unsafe { Edge::of(input) };
-                        shared.set(shared.get() | matches!(edge, Edge::Shared(..)));
-                        let mut edges = edges.borrow_mut();
-                        // `run_vjp` asks about every input, in order
-                        edges.resize_with(j, || (Edge::Leaf, None));
-                        edges.push((edge, None));
-                        true
-                    },
-                    || {
-                        if shared.get() {
-                            claim_early(edges.borrow().iter().map(|(e, _)| e), claim, early);
-                        }
-                    },
-                    &mut grads,
-                    |j, input, gi| {
-                        if started.is_some() {
-                            bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
-                        }
-                        let mut edges = edges.borrow_mut();
-                        let Some((edge, along)) = edges.get_mut(j) else {
-                            return Ok(());
-                        };
-                        if matches!(edge, Edge::Leaf) {
-                            return staging.add(input, gi);
-                        }
-                        if input.retains_grad() {
-                            staging.add(input, gi.clone())?;
-                        }
-                        *along = Some(gi);
-                        Ok(())
-                    },
-                )?;
+                };
+                let mut route = TreeRoute {
+                    edges: &mut edges,
+                    shared: false,
+                    claim,
+                    early,
+                    staging,
+                };
+                let bytes = run_vjp(node, step, &mut grads, &mut route)?;
                 if let (Some(p), Some(t0)) = (profile.as_deref_mut(), started) {
                     p.record(node, t0.elapsed(), bytes);
                 }
             }
         }
-        for (edge, g) in edges.get_mut().drain(..) {
+        for (edge, g) in edges.drain(..) {
             match edge {
                 Edge::Leaf => {}
                 Edge::Sole(child) => {
@@ -337,6 +311,50 @@ fn run(
         }
     }
     Ok(frontier)
+}
+
+/// The routing of one tree node's gradients: each input's edge is read while the node is
+/// locked; a leaf's gradient is staged, and any other goes along its edge (staged as well
+/// when its tensor retains its gradient).
+struct TreeRoute<'r> {
+    edges: &'r mut Vec<(Edge, Option<Tensor>)>,
+    /// Whether some edge leads to a node another path may reach.
+    shared: bool,
+    claim: Option<TraversalToken>,
+    early: &'r mut Vec<Node>,
+    staging: &'r mut Staging,
+}
+
+impl Router for TreeRoute<'_> {
+    fn wants(&mut self, j: usize, input: &Tensor) -> bool {
+        // SAFETY: `run_vjp` asks under the lock of the node that saved `input`.
+        let edge = unsafe { Edge::of(input) };
+        self.shared |= matches!(edge, Edge::Shared(..));
+        // `run_vjp` asks about every input, in order
+        self.edges.resize_with(j, || (Edge::Leaf, None));
+        self.edges.push((edge, None));
+        true
+    }
+
+    fn ready(&mut self) {
+        if self.shared {
+            claim_early(self.edges.iter().map(|(e, _)| e), self.claim, self.early);
+        }
+    }
+
+    fn send(&mut self, j: usize, input: &Tensor, g: Tensor) -> Result<()> {
+        let Some((edge, along)) = self.edges.get_mut(j) else {
+            return Ok(());
+        };
+        if matches!(edge, Edge::Leaf) {
+            return self.staging.add(input, g);
+        }
+        if input.retains_grad() {
+            self.staging.add(input, g.clone())?;
+        }
+        *along = Some(g);
+        Ok(())
+    }
 }
 
 /// Claims the frontier nodes `edges` lead to that can be had without waiting, keeping them

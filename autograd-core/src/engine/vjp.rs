@@ -1,93 +1,189 @@
-//! One node's VJP, with the spec's checks around it.
+//! One node's VJP, with the spec's checks around it, in the order they run: the saved inputs
+//! are unmodified before the VJP; the VJP runs with graph construction disabled; after it,
+//! they are still unmodified, it returned one gradient per saved input, and each wanted
+//! gradient addresses its input exactly. Only then does a gradient leave the node.
 
 use std::sync::Arc;
 
-use super::{gradient, Cotangent};
+use super::gradient;
 use crate::engine::grad_mode::no_grad;
 use crate::error::{bail, ensure, Result};
 use crate::graph::op::{
     describe_input, describe_node, Modification, Operation, Saved, TraversalToken,
 };
+use crate::graph::vjp_call::{Cotangent, VjpCall, Written};
 use crate::layout::Layout;
 use crate::tensor::Tensor;
 
-/// Runs `node`'s VJP for cotangent `g` (of its result, or of each of its results): checks its
-/// saved inputs' versions, runs its backward with graph construction disabled, telling it
-/// which differentiable inputs' gradients are `needed`, checks the versions again (a write
-/// racing with the VJP must not leak into its result), checks the gradient count and
-/// validates each gradient against its input (spec: cotangent layouts must address the target
-/// exactly), after laying it out for the input when the node asks for that
-/// ([`Operation::__lays_out_gradients`]: `#[differentiable]` nodes' `backward_into`). Hands
-/// `(input index, input, gradient per logical position)` to `each` for every needed input
-/// that received one. `needed` and `each` run while the node's saved state is
-/// locked, so they must not touch the node; `ready` runs between the first look and the VJP,
-/// unlocked. With a `claim` token, a successful run also claims the node for that traversal's
-/// release, under the same lock.
+/// Where one node's gradients go: the traversal's routing, asked which gradients it wants and
+/// handed each one that passed the checks. Both run while the node's saved state is locked,
+/// so neither may touch the node.
+pub(crate) trait Router {
+    /// Whether input `j`'s gradient is wanted; asked for every input, in order.
+    fn wants(&mut self, j: usize, input: &Tensor) -> bool;
+    /// Runs between reading the mask and the VJP, with the node unlocked.
+    fn ready(&mut self) {}
+    /// Takes input `j`'s gradient, one value per logical position of `input`.
+    fn send(&mut self, j: usize, input: &Tensor, g: Tensor) -> Result<()>;
+}
+
+/// One node's VJP as a traversal runs it.
+pub(crate) struct Step<'a> {
+    /// The cotangents of the node's results.
+    pub(crate) cotangent: Cotangent<'a>,
+    /// For a batched cotangent, the layout of the result it belongs to.
+    pub(crate) result: Option<Arc<Layout>>,
+    /// The traversal that claims the node for its release, under the lock of the last check.
+    pub(crate) claim: Option<TraversalToken>,
+}
+
+/// Runs `node`'s VJP for `step` with the spec's checks in order, writing its gradients into
+/// `grads` (one vector reused for every node), and hands each wanted gradient to `router`.
+/// Returns the bytes of the gradients handed on (for profiles).
 pub(crate) fn run_vjp(
     node: &dyn Operation,
-    g: Cotangent<'_>,
-    claim: Option<TraversalToken>,
-    needed: impl Fn(usize, &Tensor) -> bool,
-    ready: impl FnOnce(),
+    step: Step<'_>,
     grads: &mut Vec<Option<Tensor>>,
-    mut each: impl FnMut(usize, &Tensor, Tensor) -> Result<()>,
-) -> Result<()> {
-    // One lock for the version check and the mask; most nodes have at most four inputs. The
-    // spec checks versions before the VJP runs (so it never sees modified inputs), and the
-    // check after it keeps a write racing with it out of its result.
-    let mut small = [false; 4];
-    let mut large = Vec::new();
-    let (n, modified) = node.saved().with(node.name(), |s| {
-        let n = s.inputs.len();
-        let mask: &mut [bool] = if n <= small.len() {
-            &mut small[..n]
+    router: &mut impl Router,
+) -> Result<usize> {
+    let mask = unmodified_and_wanted(node, router)?;
+    router.ready();
+    let written = call(
+        node,
+        step.cotangent,
+        step.result.as_deref(),
+        mask.get(),
+        grads,
+    )?;
+    checked_and_sent(node, written, mask.get(), grads, step.claim, router)
+}
+
+/// Which gradients a VJP must compute, most nodes having at most four inputs.
+struct Mask {
+    n: usize,
+    small: [bool; 4],
+    large: Vec<bool>,
+}
+
+impl Mask {
+    fn get(&self) -> &[bool] {
+        if self.n <= self.small.len() {
+            &self.small[..self.n]
         } else {
-            large.resize(n, false);
-            &mut large
+            &self.large
+        }
+    }
+}
+
+/// Check 1, before the VJP runs (so it never sees modified inputs): the node's saved inputs
+/// are at their saved versions. Under the same lock, the mask: input `j`'s gradient is wanted
+/// when the router wants it and the input is differentiable.
+fn unmodified_and_wanted(node: &dyn Operation, router: &mut impl Router) -> Result<Mask> {
+    let (mask, modified) = node.saved().with(node.name(), |s| {
+        let n = s.inputs.len();
+        let mut mask = Mask {
+            n,
+            small: [false; 4],
+            large: Vec::new(),
         };
-        for ((j, input), m) in s.inputs().enumerate().zip(mask.iter_mut()) {
-            // `needed` sees every input (a traversal that discovers as it goes reads them all)
-            *m = needed(j, input) && input.is_differentiable();
+        if n > mask.small.len() {
+            mask.large.resize(n, false);
         }
-        (n, s.modification())
+        let bits: &mut [bool] = if n <= mask.small.len() {
+            &mut mask.small[..n]
+        } else {
+            &mut mask.large
+        };
+        for ((j, input), m) in s.inputs().enumerate().zip(bits.iter_mut()) {
+            // the router sees every input (a traversal that discovers as it goes reads them all)
+            *m = router.wants(j, input) && input.is_differentiable();
+        }
+        (mask, s.modification())
     })?;
-    if let Some(m) = modified {
-        return Err(modified_error(node, m));
+    match modified {
+        Some(m) => Err(modified_error(node, m)),
+        None => Ok(mask),
     }
-    let mask: &[bool] = if n <= small.len() {
-        &small[..n]
-    } else {
-        &large
+}
+
+/// How a call's gradients are checked.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Each addresses its input exactly.
+    Exact,
+    /// Each has its input's shape; lay it out first.
+    Shaped,
+    /// Each addresses its input exactly after a leading batch mode of this extent.
+    Batched(usize),
+}
+
+/// The VJP itself, through [`Operation::vjp`], with graph construction disabled. A failure
+/// that a write racing with the VJP caused reports the write. A batched call the node cannot
+/// serve runs once per cotangent.
+fn call(
+    node: &dyn Operation,
+    cotangent: Cotangent<'_>,
+    result: Option<&Layout>,
+    mask: &[bool],
+    grads: &mut Vec<Option<Tensor>>,
+) -> Result<Check> {
+    let _guard = no_grad();
+    let batched = match &cotangent {
+        Cotangent::Batched { gradients, batch } => Some((gradients.clone(), *batch)),
+        _ => None,
     };
-    ready();
-    let mut batch = None;
-    // `backward_into`'s gradients are laid out here, under the lock taken below anyway
-    let lay_out = matches!(g, Cotangent::One(_)) && node.__lays_out_gradients();
-    {
-        let _guard = no_grad();
-        match g {
-            Cotangent::One(g) => node.backward_into(g, mask, grads),
-            Cotangent::Several(gs) => node.backward_outputs(gs, mask).map(|v| *grads = v),
-            Cotangent::Batched(g, k, result) => {
-                batch = Some(k);
-                match node.backward_batched(&g, mask) {
-                    Some(v) => v,
-                    None => one_by_one(node, &g, (k, result.as_deref()), mask),
-                }
-                .map(|v| *grads = v)
-            }
+    let written = node.vjp(VjpCall::new(cotangent, mask, grads));
+    let check = match (written, batched) {
+        (Ok(Written::Unbatched), Some((g, k))) => {
+            one_by_one(node, &g, (k, result), mask).map(|v| {
+                *grads = v;
+                Check::Batched(k)
+            })
         }
-        .map_err(|e| {
-            // a VJP that failed because a write raced with it reports the write
-            match node.saved().with(node.name(), Saved::modification) {
-                Ok(Some(m)) => modified_error(node, m),
-                _ => e.context(format!("backward of {}", describe_node(node))),
-            }
-        })?;
+        (Ok(Written::Unbatched), None) => Err(crate::Error::Runtime(format!(
+            "{} answered a call that was not batched with Written::Unbatched",
+            describe_node(node)
+        ))),
+        (Ok(_), Some((_, k))) => Ok(Check::Batched(k)),
+        (Ok(Written::Exact), None) => Ok(Check::Exact),
+        (Ok(Written::Shaped), None) => Ok(Check::Shaped),
+        (Err(e), _) => Err(e),
+    };
+    check.map_err(
+        |e| match node.saved().with(node.name(), Saved::modification) {
+            Ok(Some(m)) => modified_error(node, m),
+            _ => e.context(format!("backward of {}", describe_node(node))),
+        },
+    )
+}
+
+/// Input `input`'s gradient `g` as a VJP wrote it, checked (spec: cotangent layouts must
+/// address the target exactly), after laying it out when the VJP wrote only its shape.
+fn fit(input: &Tensor, g: Tensor, check: Check) -> Result<Tensor> {
+    match check {
+        Check::Exact => gradient::check_cotangent(input, g),
+        Check::Shaped if gradient::addresses_exactly(input, &g) => Ok(g),
+        Check::Shaped => gradient::check_cotangent(input, crate::__private::laid_out(input, g)?),
+        Check::Batched(k) => gradient::check_batched_cotangent(input, g, k),
     }
-    // No method of the node runs while its state is locked (one may read its own state):
-    // failures are described after the lock is released.
+}
+
+/// Checks 2 to 4, after the VJP and under one lock (a write racing with the VJP must not leak
+/// into its result): the saved inputs are still unmodified, there is one gradient per saved
+/// input, and each wanted one fits its input; each then goes to `router`. With a `claim`
+/// token, success also claims the node for that traversal's release. No method of the node
+/// runs while its state is locked (one may read its own state): failures are described after
+/// the lock is released.
+fn checked_and_sent(
+    node: &dyn Operation,
+    check: Check,
+    mask: &[bool],
+    grads: &mut Vec<Option<Tensor>>,
+    claim: Option<TraversalToken>,
+    router: &mut impl Router,
+) -> Result<usize> {
     let returned = grads.len();
+    let mut bytes = 0usize;
     let Ok((failure, claimed)) = node.saved().with_then_claim(node.name(), claim, |s| {
         if let Some(m) = s.modification() {
             return Some(Failure::Modified(m));
@@ -100,23 +196,12 @@ pub(crate) fn run_vjp(
             if !mask.get(j).copied().unwrap_or(false) {
                 continue;
             }
-            let checked = match batch {
-                Some(k) => gradient::check_batched_cotangent(input, gi, k),
-                None if lay_out => {
-                    if gradient::addresses_exactly(input, &gi) {
-                        Ok(gi)
-                    } else {
-                        crate::__private::laid_out(input, gi)
-                            .and_then(|gi| gradient::check_cotangent(input, gi))
-                    }
-                }
-                None => gradient::check_cotangent(input, gi),
-            };
-            let gi = match checked {
+            let gi = match fit(input, gi, check) {
                 Ok(gi) => gi,
                 Err(e) => return Some(Failure::Gradient(j, e)),
             };
-            if let Err(e) = each(j, input, gi) {
+            bytes = bytes.saturating_add(gi.size() * std::mem::size_of::<f32>());
+            if let Err(e) = router.send(j, input, gi) {
                 return Some(Failure::Sink(e));
             }
         }
@@ -131,7 +216,7 @@ pub(crate) fn run_vjp(
     match failure {
         None => match claim.filter(|_| !claimed) {
             Some(me) => Err(node.saved().claim_error(node.name(), me)),
-            None => Ok(()),
+            None => Ok(bytes),
         },
         Some(Failure::Modified(m)) => Err(modified_error(node, m)),
         Some(Failure::Count(expected)) => bail!(
@@ -151,15 +236,38 @@ pub(crate) fn run_vjp(
 /// The batched VJP of a node without one: its VJP for each of the `k` cotangents along the
 /// leading batch mode of `g`, each input's gradients stacked along a new leading mode (zeros
 /// for a batch index without one, `None` when no index has one).
-pub(super) fn one_by_one(
+fn one_by_one(
     node: &dyn Operation,
     g: &Tensor,
     (k, result): (usize, Option<&Layout>),
     mask: &[bool],
 ) -> Result<Vec<Option<Tensor>>> {
+    // Each per-index gradient obeys the rules an unbatched run's would (a count that differs
+    // from the saved inputs' is reported by the caller).
+    let inputs: Vec<Tensor> = node
+        .saved()
+        .with(node.name(), |s| s.inputs().cloned().collect())?;
     let mut runs = Vec::with_capacity(k);
     for i in 0..k {
-        runs.push(node.backward_needed(&batch_index(g, i, result)?, mask)?);
+        let mut grads = Vec::new();
+        let cotangent = Cotangent::One(batch_index(g, i, result)?);
+        let check = match node.vjp(VjpCall::new(cotangent, mask, &mut grads))? {
+            Written::Shaped => Check::Shaped,
+            _ => Check::Exact,
+        };
+        for (j, gj) in grads.iter_mut().enumerate() {
+            let input = inputs.get(j).filter(|_| mask.get(j) == Some(&true));
+            if let (Some(input), Some(g)) = (input, gj.take()) {
+                let fitted = fit(input, g, check).map_err(|e| {
+                    e.context(format!(
+                        "gradient for {} at batch index {i}",
+                        describe_input(node, j)
+                    ))
+                })?;
+                *gj = Some(fitted);
+            }
+        }
+        runs.push(grads);
     }
     let count = runs.first().map_or(0, Vec::len);
     ensure!(
@@ -168,29 +276,16 @@ pub(super) fn one_by_one(
         "backward of {} returned different gradient counts for the cotangents of one batch",
         node.name()
     );
-    // Each per-index gradient obeys the rules an unbatched run's would (a count that differs
-    // from the saved inputs' is reported by the caller).
-    let inputs: Vec<Tensor> = node
-        .saved()
-        .with(node.name(), |s| s.inputs().cloned().collect())?;
     (0..count)
         .map(|j| {
             let Some(like) = runs.iter().find_map(|r| r[j].clone()) else {
                 return Ok(None);
             };
-            let input = inputs.get(j).filter(|_| mask.get(j) == Some(&true));
-            let mut values = crate::storage::allocation::with_capacity(like.size().saturating_mul(k))?;
-            for (i, r) in runs.iter().enumerate() {
+            let mut values =
+                crate::storage::allocation::with_capacity(like.size().saturating_mul(k))?;
+            for r in &runs {
                 match &r[j] {
                     Some(gj) => {
-                        if let Some(input) = input {
-                            gradient::check_cotangent(input, gj.clone()).map_err(|e| {
-                                e.context(format!(
-                                    "gradient for {} at batch index {i}",
-                                    describe_input(node, j)
-                                ))
-                            })?;
-                        }
                         ensure!(
                             gj.shape() == like.shape(),
                             Value,

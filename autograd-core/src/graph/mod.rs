@@ -10,3 +10,4 @@ pub(crate) mod needs_grad;
 pub(crate) mod op;
 pub(crate) mod recording;
 pub(crate) mod saved;
+pub(crate) mod vjp_call;

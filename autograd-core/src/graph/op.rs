@@ -8,6 +8,7 @@ pub(crate) use crate::graph::recording::own_result;
 pub use crate::graph::recording::{record, should_record, Recording};
 pub(crate) use crate::graph::saved::{Modification, TraversalToken};
 pub use crate::graph::saved::{NodeId, Saved, SavedState, VersionSnapshot};
+use crate::graph::vjp_call::{VjpCall, Written};
 use crate::tensor::Tensor;
 
 /// An autograd node, shared by its result tensor and the nodes that consume that result.
@@ -18,6 +19,12 @@ pub type Node = Arc<dyn Operation>;
 /// Implementations hold a [`SavedState`] and compute the vector-Jacobian product in
 /// [`backward`](Operation::backward), returning one entry per saved input. Most ops are
 /// written with `#[differentiable]`, which generates this impl.
+///
+/// The engine calls one method, [`vjp`](Operation::vjp), with a [`VjpCall`] that carries the
+/// cotangents (of one result, of several, or a batch of them), the mask of wanted gradients
+/// and the vector to write them into. Its provided form serves the call through the other
+/// entry points, so a hand-written op implements `backward` and, when it can do better, one
+/// of `backward_needed`, `backward_into`, `backward_outputs` or `backward_batched`.
 ///
 /// What a VJP receives and returns, also for broadcast (stride-0) tensors: the cotangent of
 /// the result holds one value per *logical position*, in an injective layout, exactly as if
@@ -38,6 +45,16 @@ pub trait Operation: Send + Sync + 'static {
     /// The vector-Jacobian product: one cotangent (or `None`) per saved input, in order.
     fn backward(&self, gradient: &Tensor) -> Result<Vec<Option<Tensor>>>;
 
+    /// The engine's one entry point: runs the VJP for `call`'s cotangents, writing one gradient
+    /// per saved input into `call.gradients`, and says how they are laid out. Provided: served
+    /// by [`backward_into`](Operation::backward_into) for one cotangent,
+    /// [`backward_outputs`](Operation::backward_outputs) for several and
+    /// [`backward_batched`](Operation::backward_batched) for a batch. `#[differentiable]`
+    /// implements it directly.
+    fn vjp(&self, call: VjpCall<'_>) -> Result<Written> {
+        crate::graph::vjp_call::by_entry_points(self, call)
+    }
+
     /// A name for saved input `index` (a parameter name for macro-defined ops).
     fn input_name(&self, index: usize) -> Option<&str> {
         let _ = index;
@@ -47,8 +64,8 @@ pub trait Operation: Send + Sync + 'static {
     /// The vector-Jacobian product when the traversal knows which gradients it will use:
     /// `needed[i]` is false when input `i`'s gradient would be discarded (the input is not
     /// differentiable, or no requested tensor depends on it), so the op may skip computing it
-    /// and return `None` there. The engine calls it through [`Operation::backward_into`]; the
-    /// default ignores `needed`.
+    /// and return `None` there. The provided [`Operation::vjp`] reaches it through
+    /// [`Operation::backward_into`]; the default ignores `needed`.
     fn backward_needed(&self, gradient: &Tensor, needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let _ = needed;
         self.backward(gradient)
@@ -57,14 +74,11 @@ pub trait Operation: Send + Sync + 'static {
     /// [`Operation::backward_needed`] writing its gradients into `out` (on success, whatever
     /// `out` held before is replaced; after an error its contents are unspecified), so that a
     /// traversal reuses one vector for every node it runs instead of allocating one per node.
-    /// The engine calls this for single-result nodes and hands the cotangent over: when nothing
-    /// else holds it, the op may compute a gradient in its storage instead of allocating (see
-    /// [`crate::kernel::map_owned`]). The default takes `backward_needed`'s vector.
-    /// `#[differentiable]` ops fill `out` directly with their gradients as their VJP returned
-    /// them, in any layout of their inputs' shapes, and tell the engine, which lays them out;
-    /// they read their saved state only for what the VJP takes, so a released node is reported
-    /// by the engine rather than here. A wrapper forwarding to another node should forward
-    /// `backward_needed`, whose gradients address their inputs exactly.
+    /// The provided [`Operation::vjp`] calls this for one cotangent and hands it over: when
+    /// nothing else holds it, the op may compute a gradient in its storage instead of
+    /// allocating (see [`crate::kernel::map_owned`]). The default takes `backward_needed`'s
+    /// vector. A wrapper forwarding to another node should forward `backward_needed`, whose
+    /// gradients address their inputs exactly.
     fn backward_into(
         &self,
         gradient: Tensor,
@@ -100,8 +114,8 @@ pub trait Operation: Send + Sync + 'static {
 
     /// The vector-Jacobian product of a node with several results: `gradients[k]` is the
     /// cotangent of result `k`, `None` for a result the traversal did not reach (at least one
-    /// is present). The engine calls this for nodes whose [`Operation::outputs`] is not one;
-    /// the default serves one-result nodes.
+    /// is present). The provided [`Operation::vjp`] calls this for nodes whose
+    /// [`Operation::outputs`] is not one; the default serves one-result nodes.
     fn backward_outputs(
         &self,
         gradients: &[Option<Tensor>],
@@ -115,15 +129,6 @@ pub trait Operation: Send + Sync + 'static {
                 gradients.len()
             ))),
         }
-    }
-
-    /// For the engine: whether [`Operation::backward_into`] returns gradients of its inputs'
-    /// shapes in any layout, for the engine to lay out as `#[differentiable]` ops lay out the
-    /// gradients of their other entry points (hand-written ops' gradients must already address
-    /// their inputs exactly).
-    #[doc(hidden)]
-    fn __lays_out_gradients(&self) -> bool {
-        false
     }
 
     /// For the engine: a stand-in for result `k` of another node (see

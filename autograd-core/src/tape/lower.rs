@@ -9,9 +9,10 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::engine::gradient;
-use crate::engine::{run_vjp, Cotangent};
+use crate::engine::{run_vjp, Router, Step};
 use crate::error::{bail, ensure, Result};
 use crate::graph::op::{describe_input, describe_node, Node as OpNode, Operation};
+use crate::graph::vjp_call::Cotangent;
 use crate::tensor::Tensor;
 
 use super::{Node, Tape};
@@ -249,18 +250,32 @@ fn operation_vjp(
     parents: &[usize],
     g: &Tensor,
 ) -> Result<Vec<(usize, Tensor)>> {
-    let mut out = Vec::with_capacity(parents.len());
-    run_vjp(
-        op,
-        Cotangent::One(g.clone()),
-        None,
-        |_, _| true,
-        || {},
-        &mut Vec::new(),
-        |j, _, gi| {
-            out.push((parents[j], gi));
-            Ok(())
-        },
-    )?;
-    Ok(out)
+    let mut route = ToParents {
+        parents,
+        out: Vec::with_capacity(parents.len()),
+    };
+    let step = Step {
+        cotangent: Cotangent::One(g.clone()),
+        result: None,
+        claim: None,
+    };
+    run_vjp(op, step, &mut Vec::new(), &mut route)?;
+    Ok(route.out)
+}
+
+/// Every gradient of a lowered node, addressed to the tape id of its input.
+struct ToParents<'p> {
+    parents: &'p [usize],
+    out: Vec<(usize, Tensor)>,
+}
+
+impl Router for ToParents<'_> {
+    fn wants(&mut self, _: usize, _: &Tensor) -> bool {
+        true
+    }
+
+    fn send(&mut self, j: usize, _: &Tensor, g: Tensor) -> Result<()> {
+        self.out.push((self.parents[j], g));
+        Ok(())
+    }
 }

@@ -1,7 +1,7 @@
 //! The body of the node's backward: check the cotangent (one per output for several outputs),
 //! read the saved state, hand the VJP its arguments in its own order, and hand back its
 //! gradients, one per saved input, dropping the ones the engine said it does not want: each
-//! laid out for its input, or, for the engine's `backward_into`, as the VJP returned them (the
+//! laid out for its input, or, for the engine's `vjp` of one cotangent, as the VJP returned them (the
 //! engine lays those out, and the body reads the saved state only for what the VJP takes).
 
 use proc_macro2::{Literal, TokenStream};
@@ -42,7 +42,7 @@ fn count(plan: &Plan, k: usize) -> TokenStream {
 pub(crate) enum Gradients {
     /// Each laid out for its input (`gradient_for`): every entry point but the engine's.
     LaidOut,
-    /// As the VJP returned them, unwanted ones dropped: `backward_into`, whose caller (the
+    /// As the VJP returned them, unwanted ones dropped: the engine's `vjp`, whose caller (the
     /// engine) lays them out under the lock it takes anyway, so the body reads the saved state
     /// only for what the VJP itself takes, and not at all when it takes no tensor.
     AsReturned,
