@@ -100,6 +100,8 @@ impl Tensor {
     /// # Safety
     /// The caller holds the lock of the node whose saved state holds this handle, so no other
     /// thread can reach the handle while the call runs.
+    #[allow(clippy::inline_always)] // as a call, W1s backward ran ~4% more instructions
+    #[inline(always)]
     pub(crate) unsafe fn saved_producer(&self) -> Option<(Node, usize, bool)> {
         if self.0.is_unique() {
             // SAFETY: another guard on the state needs another handle, and none exists

@@ -18,6 +18,10 @@
 //! every claim and waits for them in node-id order, as a planned traversal does, so that no
 //! two traversals ever wait for each other.
 
+// The per-node steps are inlined into the traversal: as calls, W1/W1s backward ran 5-8% more
+// instructions (callgrind).
+#![allow(clippy::inline_always)]
+
 use std::sync::Arc;
 
 use crate::engine::gradient::Sum;
@@ -46,6 +50,7 @@ impl Edge {
     ///
     /// # Safety
     /// As [`Tensor::saved_producer`]: the caller holds the lock of the node that saved `input`.
+    #[inline(always)]
     unsafe fn of(input: &Tensor) -> Edge {
         // SAFETY: passed on to the caller.
         match unsafe { input.saved_producer() } {
@@ -326,12 +331,16 @@ struct TreeRoute<'r> {
 }
 
 impl Router for TreeRoute<'_> {
+    #[inline(always)]
     fn wants(&mut self, j: usize, input: &Tensor) -> bool {
         // SAFETY: `run_vjp` asks under the lock of the node that saved `input`.
         let edge = unsafe { Edge::of(input) };
         self.shared |= matches!(edge, Edge::Shared(..));
-        // `run_vjp` asks about every input, in order
-        self.edges.resize_with(j, || (Edge::Leaf, None));
+        // `run_vjp` asks about every input, in order (a loop, not `resize_with`, whose
+        // truncating branch costs a call per node)
+        while self.edges.len() < j {
+            self.edges.push((Edge::Leaf, None));
+        }
         self.edges.push((edge, None));
         true
     }
@@ -341,7 +350,7 @@ impl Router for TreeRoute<'_> {
             claim_early(self.edges.iter().map(|(e, _)| e), self.claim, self.early);
         }
     }
-
+    #[inline(always)]
     fn send(&mut self, j: usize, input: &Tensor, g: Tensor) -> Result<()> {
         let Some((edge, along)) = self.edges.get_mut(j) else {
             return Ok(());
