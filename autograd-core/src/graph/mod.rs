@@ -8,3 +8,21 @@ pub(crate) mod ids;
 pub(crate) mod mutation;
 pub(crate) mod needs_grad;
 pub(crate) mod op;
+
+use std::cell::Cell;
+use std::thread::LocalKey;
+
+use crate::graph::op::{Node, Operation};
+use crate::runtime::spare_nodes::Spare;
+
+/// Each thread keeps the emptied node buffer of its last traversal (see
+/// [`crate::runtime::spare_nodes`]); the slot is declared here, where the node type is known.
+impl Spare for dyn Operation {
+    #[inline]
+    fn slot() -> &'static LocalKey<Cell<Vec<Node>>> {
+        thread_local! {
+            static SPARE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+        }
+        &SPARE
+    }
+}
