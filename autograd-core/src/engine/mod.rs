@@ -21,11 +21,11 @@ use crate::engine::grad_mode::no_grad;
 use crate::engine::gradient::Sum;
 use crate::engine::profile::BackwardProfile;
 use crate::error::{bail, ensure, Result};
-pub(crate) use crate::graph::ids::{IdMap, IdSet};
 use crate::graph::op::{
     describe_input, describe_node, Modification, Node, NodeId, Operation, Saved, TraversalToken,
 };
 use crate::layout::Layout;
+pub(crate) use crate::runtime::ids::{IdMap, IdSet};
 use crate::tensor::Tensor;
 
 pub(crate) fn node_key(node: &Node) -> u64 {

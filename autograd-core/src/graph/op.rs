@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::grad_mode::is_grad_enabled;
 use crate::error::Result;
-use crate::graph::ids::id_source;
+use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{backoff, WordGuard, WordLock};
 use crate::storage::carrier::CarrierId;
 use crate::tensor::{Parts, Tensor};

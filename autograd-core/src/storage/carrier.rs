@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
-use crate::graph::ids::id_source;
 use crate::runtime::element_lock::ElementLock;
+use crate::runtime::ids::id_source;
 use crate::tensor::dtype::DType;
 use crate::tensor::scalar::{Buffer, Element, Scalar};
 

@@ -16,11 +16,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
-use crate::graph::ids::id_source;
 use crate::graph::op::Node;
 use crate::layout::int_tuple::{IntTuple, Shape};
 use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{check_fits, Layout};
+use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{WordGuard, WordLock};
 use crate::storage::allocation::{filled, with_capacity};
 use crate::storage::carrier::{Carrier, CpuCarrier};
