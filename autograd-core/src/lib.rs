@@ -41,9 +41,9 @@ pub use graph::op::{
 pub use layout::int_tuple::{IntTuple, Shape, Stride};
 pub use layout::{Aliasing, Layout, Leaf};
 pub use storage::carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};
+pub use storage::dtype::{CompoundDType, DType, DTypeCategory};
+pub use storage::scalar::{Buffer, Element, Scalar};
 pub use tensor::construct::Rng;
-pub use tensor::dtype::{CompoundDType, DType, DTypeCategory};
-pub use tensor::scalar::{Buffer, Element, Scalar};
 pub use tensor::{Subtensor, Tensor};
 
 mod engine;

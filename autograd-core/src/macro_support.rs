@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::error::{bail, ensure};
-use crate::tensor::dtype::DType;
+use crate::storage::dtype::DType;
 
 pub use crate::engine::grad_mode::no_grad;
 pub use crate::error::{Error, Result};

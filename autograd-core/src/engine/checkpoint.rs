@@ -18,7 +18,7 @@ use crate::engine::IdSet;
 use crate::error::{bail, ensure, Result};
 use crate::graph::op::{NodeId, Operation, Recording, Saved, SavedState};
 use crate::layout::{Aliasing, Layout};
-use crate::tensor::dtype::DType;
+use crate::storage::dtype::DType;
 use crate::tensor::Tensor;
 
 /// The name of every node [`checkpoint`] records (drawn distinctly by `to_dot`).

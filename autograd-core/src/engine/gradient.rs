@@ -7,8 +7,8 @@ use crate::error::{bail, ensure, Result};
 use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{Aliasing, Layout};
 use crate::storage::carrier::Carrier;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::Buffer;
+use crate::storage::dtype::DType;
+use crate::storage::scalar::Buffer;
 use crate::tensor::Tensor;
 
 /// Float32 values of `layout` placed in fresh storage of `class`'s implementation class; the

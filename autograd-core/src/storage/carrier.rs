@@ -13,8 +13,8 @@ use std::sync::Arc;
 use crate::error::{bail, ensure, Result};
 use crate::runtime::element_lock::ElementLock;
 use crate::runtime::ids::id_source;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::{Buffer, Element, Scalar};
+use crate::storage::dtype::DType;
+use crate::storage::scalar::{Buffer, Element, Scalar};
 
 /// The identity of one carrier, unique for the life of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

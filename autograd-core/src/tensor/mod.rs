@@ -3,14 +3,16 @@
 //! Values are listed in *logical order* (see [`crate::layout`]): row-major over the top-level
 //! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
 
-// The data model around the handle: dtypes, scalars and CPU buffers, the handle's storage
-// block, views, constructors and ndarray interop.
+// The data model around the handle: the handle's storage block, views, constructors and
+// ndarray interop. Dtypes, scalars and CPU buffers are in `storage`.
 pub(crate) mod array;
 pub(crate) mod construct;
-pub(crate) mod dtype;
 pub(crate) mod handle;
-pub(crate) mod scalar;
 pub(crate) mod view;
+
+// The element types' old path: `kernel/` files still name `scalar` through `tensor` (they are
+// re-pathed when the kernel work in progress lands).
+pub(crate) use crate::storage::scalar;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,9 +26,9 @@ use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{WordGuard, WordLock};
 use crate::storage::allocation::{filled, with_capacity};
 use crate::storage::carrier::{Carrier, CpuCarrier};
-use crate::tensor::dtype::{DType, PackedDType};
+use crate::storage::dtype::{DType, PackedDType};
+use crate::storage::scalar::{Buffer, Element, Scalar};
 use crate::tensor::handle::Handle;
-use crate::tensor::scalar::{Buffer, Element, Scalar};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
