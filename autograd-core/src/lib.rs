@@ -33,8 +33,8 @@ mod storage;
 pub mod tape;
 mod tensor;
 
-pub use engine::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use error::{Error, ErrorKind, Result};
+pub use graph::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use graph::op::{
     record, should_record, Node, NodeId, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use crate::error::{bail, ensure};
 use crate::storage::dtype::DType;
 
-pub use crate::engine::grad_mode::no_grad;
 pub use crate::error::{Error, Result};
 pub use crate::graph::captured::Captured;
+pub use crate::graph::grad_mode::no_grad;
 pub use crate::graph::needs_grad::NeedsGrad;
 pub use crate::graph::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,

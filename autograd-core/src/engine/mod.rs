@@ -9,7 +9,6 @@ pub(crate) mod checkpoint;
 pub(crate) mod custom_gradient;
 pub(crate) mod dot;
 pub(crate) mod footprint;
-pub(crate) mod grad_mode;
 pub(crate) mod gradient;
 pub(crate) mod profile;
 pub(crate) mod sole_tree;
@@ -17,10 +16,10 @@ pub(crate) mod sole_tree;
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crate::engine::grad_mode::no_grad;
 use crate::engine::gradient::Sum;
 use crate::engine::profile::BackwardProfile;
 use crate::error::{bail, ensure, Result};
+use crate::graph::grad_mode::no_grad;
 use crate::graph::op::{
     describe_input, describe_node, Modification, Node, NodeId, Operation, Saved, TraversalToken,
 };

@@ -1,9 +1,11 @@
 //! The recorded graph: nodes ([`Operation`](crate::Operation), `Node`, saved inputs and their
 //! version snapshots, `op`), the version bumps of in-place mutation (`mutation`), the
-//! wanted-gradient mask (`needs_grad`) and the `Captured` promise that a plain value an op takes
-//! holds no tensor (`captured`). Identities come from [`crate::runtime::ids`].
+//! wanted-gradient mask (`needs_grad`), the `Captured` promise that a plain value an op takes
+//! holds no tensor (`captured`) and the thread's grad mode, whether ops record at all
+//! (`grad_mode`). Identities come from [`crate::runtime::ids`].
 
 pub(crate) mod captured;
+pub(crate) mod grad_mode;
 pub(crate) mod mutation;
 pub(crate) mod needs_grad;
 pub(crate) mod op;

@@ -5,8 +5,8 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::engine::grad_mode::is_grad_enabled;
 use crate::error::Result;
+use crate::graph::grad_mode::is_grad_enabled;
 use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{backoff, WordGuard, WordLock};
 use crate::storage::carrier::CarrierId;
