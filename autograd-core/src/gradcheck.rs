@@ -5,8 +5,8 @@
 //! same directional derivative, which is exactly what the engine's per-slot sums promise.
 
 use crate::engine::autograd::{grad, GradOptions};
-use crate::engine::grad_mode::no_grad;
 use crate::error::{bail, ensure, Result};
+use crate::graph::grad_mode::no_grad;
 use crate::tensor::Tensor;
 
 /// Step and tolerances of [`gradcheck`]. An element passes when

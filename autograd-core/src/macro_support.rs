@@ -5,14 +5,13 @@
 //! expansion stays short and the messages are written once.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use crate::error::{bail, ensure};
-use crate::tensor::dtype::DType;
 
-pub use crate::engine::grad_mode::no_grad;
+pub(crate) use crate::engine::gradient::laid_out;
 pub use crate::error::{Error, Result};
 pub use crate::graph::captured::Captured;
+pub use crate::graph::grad_mode::no_grad;
 pub use crate::graph::needs_grad::NeedsGrad;
 pub use crate::graph::op::{
     record, should_record, Operation, Recording, Saved, SavedState, VersionSnapshot,
@@ -187,29 +186,6 @@ pub fn check_slice_grads(
 /// returned unchanged for the engine to validate (and reject with `Error::Value`).
 pub fn relayout(input: &Tensor, g: Option<Tensor>) -> Result<Option<Tensor>> {
     g.map(|g| laid_out(input, g)).transpose()
-}
-
-/// [`relayout`] of a present gradient.
-pub(crate) fn laid_out(input: &Tensor, g: Tensor) -> Result<Tensor> {
-    if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
-        return Ok(g);
-    }
-    if std::ptr::eq(g.layout(), input.layout()) || g.shape() == input.shape() {
-        return input.gradient_like(g);
-    }
-    if g.subtensor_count() == 1 && g.dims() == input.dims() {
-        return input.f32_like(g.values::<f32>()?);
-    }
-    // the same for K batched gradients: a leading batch mode before the flattened extents
-    let (gd, id) = (g.dims(), input.dims());
-    if g.subtensor_count() == 1 && gd.len() == id.len() + 1 && gd[1..] == id[..] {
-        let want = crate::batch::batched_shape(input.shape(), gd[0])?;
-        if *g.shape() != want || !g.layout().is_injective() {
-            let layout = Arc::new(Layout::compact_row_major(want)?);
-            return input.f32_with_layout(g.values::<f32>()?, layout);
-        }
-    }
-    Ok(g)
 }
 
 /// Gradient `index` (a saved-input position) as the node returns it: `None` when the engine

@@ -1,7 +1,7 @@
 //! The typed model of one `#[differentiable]` function. It borrows from the parsed item and
 //! keeps the `original` syntax of every part, so later steps can point at the exact span.
 //!
-//! Parsing classifies, it does not judge: every rule lives in `valid.rs`.
+//! Parsing classifies, it does not judge: every rule lives in `valid` (`valid.rs`, `valid/vjp.rs`).
 
 use std::collections::HashSet;
 

@@ -276,9 +276,10 @@
 //!   without `__private` is reported at the path).
 //!
 //! Layout: `lib.rs` parses, validates and expands; `ast.rs` builds a typed model of the item,
-//! `attr.rs` parses the attribute's arguments, `valid.rs` holds every rule, `plan.rs` resolves
-//! every input and VJP parameter once, `expand/` holds one generator per emitted item and
-//! `fallback.rs` emits the errors plus the untouched item.
+//! `attr.rs` parses the attribute's arguments, `valid.rs` holds every rule (those of the nested
+//! VJP in `valid/vjp.rs`), `plan.rs` resolves every input and VJP parameter once, `expand/`
+//! holds one generator per emitted item and `fallback.rs` emits the errors plus the untouched
+//! item.
 
 mod ast;
 mod attr;

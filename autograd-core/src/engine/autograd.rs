@@ -12,8 +12,8 @@ use crate::error::{bail, ensure, Result};
 use crate::graph::op::Node;
 use crate::layout::Layout;
 use crate::storage::allocation::with_capacity;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::Buffer;
+use crate::storage::dtype::DType;
+use crate::storage::scalar::Buffer;
 use crate::tensor::Tensor;
 
 impl Tensor {

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use crate::engine::autograd::{grad, GradOptions};
 use crate::engine::custom_gradient::guarded;
-use crate::engine::grad_mode::{no_grad, GradModeGuard};
 use crate::engine::IdSet;
 use crate::error::{bail, ensure, Result};
+use crate::graph::grad_mode::{no_grad, GradModeGuard};
 use crate::graph::op::{NodeId, Operation, Recording, Saved, SavedState};
 use crate::layout::{Aliasing, Layout};
-use crate::tensor::dtype::DType;
+use crate::storage::dtype::DType;
 use crate::tensor::Tensor;
 
 /// The name of every node [`checkpoint`] records (drawn distinctly by `to_dot`).

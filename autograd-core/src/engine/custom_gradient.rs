@@ -9,9 +9,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::engine::grad_mode::no_grad;
 use crate::engine::gradient::check_cotangent;
 use crate::error::{ensure, Error, Result};
+use crate::graph::grad_mode::no_grad;
 use crate::graph::op::{describe_input, Operation, Recording, SavedState};
 use crate::tensor::Tensor;
 

@@ -7,8 +7,8 @@ use crate::error::{bail, ensure, Result};
 use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{Aliasing, Layout};
 use crate::storage::carrier::Carrier;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::Buffer;
+use crate::storage::dtype::DType;
+use crate::storage::scalar::Buffer;
 use crate::tensor::Tensor;
 
 /// Float32 values of `layout` placed in fresh storage of `class`'s implementation class; the
@@ -23,13 +23,13 @@ pub(crate) fn place(
     let data = if is_dense(&layout) {
         values
     } else {
-        laid_out(&values, &layout)?
+        laid_out_values(&values, &layout)?
     };
     wrap(data, layout, class)
 }
 
 /// `values` (logical order) written into a fresh buffer for `layout` ([`buffer_for`]).
-fn laid_out(values: &[f32], layout: &Layout) -> Result<Vec<f32>> {
+fn laid_out_values(values: &[f32], layout: &Layout) -> Result<Vec<f32>> {
     let mut data = buffer_for(layout, true)?;
     if is_dense(layout) {
         data.copy_from_slice(values);
@@ -368,7 +368,11 @@ impl Tensor {
     pub(crate) fn f32_from_slice_kept(&self, values: &[f32], layout: KeptLayout) -> Result<Tensor> {
         check_fill(values.len(), &layout)?;
         if !is_dense(&layout) {
-            return wrap(laid_out(values, &layout)?, layout, self.part_carrier(0));
+            return wrap(
+                laid_out_values(values, &layout)?,
+                layout,
+                self.part_carrier(0),
+            );
         }
         let class = self.part_carrier(0);
         // a small CPU result keeps its header and elements in one allocation
@@ -417,7 +421,9 @@ impl Tensor {
             // a dense `g` (what kernels make) is written straight into the target's layout
             let layout = self.gradient_layout()?;
             let data = crate::kernel::read::<f32, _>(&g, |e| {
-                e.as_slice().map(|xs| laid_out(xs, &layout)).transpose()
+                e.as_slice()
+                    .map(|xs| laid_out_values(xs, &layout))
+                    .transpose()
             })??;
             if let Some(data) = data {
                 return wrap(data, layout, self.part_carrier(0));
@@ -432,6 +438,30 @@ impl Tensor {
         crate::kernel::fill_f32(&mut values, value);
         self.f32_like(values)
     }
+}
+
+/// [`relayout`](crate::__private::relayout) of a present gradient: the engine lays out a VJP's
+/// gradient with it too, so it lives here, beside the layouts gradients may take.
+pub(crate) fn laid_out(input: &Tensor, g: Tensor) -> Result<Tensor> {
+    if g.dtype() != &DType::Float32 || input.subtensor_count() != 1 || !input.is_differentiable() {
+        return Ok(g);
+    }
+    if std::ptr::eq(g.layout(), input.layout()) || g.shape() == input.shape() {
+        return input.gradient_like(g);
+    }
+    if g.subtensor_count() == 1 && g.dims() == input.dims() {
+        return input.f32_like(g.values::<f32>()?);
+    }
+    // the same for K batched gradients: a leading batch mode before the flattened extents
+    let (gd, id) = (g.dims(), input.dims());
+    if g.subtensor_count() == 1 && gd.len() == id.len() + 1 && gd[1..] == id[..] {
+        let want = crate::batch::batched_shape(input.shape(), gd[0])?;
+        if *g.shape() != want || !g.layout().is_injective() {
+            let layout = Arc::new(Layout::compact_row_major(want)?);
+            return input.f32_with_layout(g.values::<f32>()?, layout);
+        }
+    }
+    Ok(g)
 }
 
 /// A running sum of gradient contributions to one tensor. The first contribution is kept as it

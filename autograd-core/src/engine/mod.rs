@@ -3,13 +3,12 @@
 
 // The traversal's surface and companions: `autograd` (backward, grad, backwards_traversal),
 // `sole_tree` (the sole-edge release), `gradient` (staging and accumulation), checkpointing,
-// closure VJPs, profiles, DOT output, graph footprints and the grad mode.
+// closure VJPs, profiles, DOT output and graph footprints.
 pub(crate) mod autograd;
 pub(crate) mod checkpoint;
 pub(crate) mod custom_gradient;
 pub(crate) mod dot;
 pub(crate) mod footprint;
-pub(crate) mod grad_mode;
 pub(crate) mod gradient;
 pub(crate) mod profile;
 pub(crate) mod sole_tree;
@@ -36,7 +35,7 @@ pub(crate) use vjp::{run_vjp, Router, Step};
 
 use crate::engine::profile::BackwardProfile;
 use crate::error::Result;
-pub(crate) use crate::graph::ids::{IdMap, IdSet};
+pub(crate) use crate::runtime::ids::{IdMap, IdSet};
 use pending::Taken;
 use vjp_route::Route;
 

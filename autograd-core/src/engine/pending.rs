@@ -5,9 +5,9 @@ use std::sync::Arc;
 use crate::engine::gradient::Sum;
 use crate::engine::plan::Plan;
 use crate::error::Result;
-use crate::graph::ids::IdMap;
 use crate::graph::vjp_call::Cotangent;
 use crate::layout::Layout;
+use crate::runtime::ids::IdMap;
 use crate::tensor::Tensor;
 
 /// The cotangents a traversal has yet to hand to their nodes: only the slots that received

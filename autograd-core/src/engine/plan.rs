@@ -4,8 +4,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::error::{ensure, Result};
-use crate::graph::ids::IdMap;
 use crate::graph::op::{describe_node, Node, Operation, TraversalToken};
+use crate::runtime::ids::IdMap;
 use crate::tensor::Tensor;
 
 pub(crate) fn node_key(node: &Node) -> u64 {

@@ -46,7 +46,7 @@ pub struct BackwardProfile {
     nodes: Vec<NodeProfile>,
     /// Where each node's figures are in `nodes`, so that drawing a graph of a million nodes
     /// with their figures looks each up once.
-    index: crate::graph::ids::IdMap<usize>,
+    index: crate::runtime::ids::IdMap<usize>,
     total: Duration,
 }
 

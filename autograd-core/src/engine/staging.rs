@@ -3,7 +3,7 @@
 use super::gradient;
 use crate::engine::gradient::Sum;
 use crate::error::Result;
-use crate::graph::ids::IdMap;
+use crate::runtime::ids::IdMap;
 use crate::tensor::Tensor;
 
 /// Gradients staged per tensor, summed per logical position in the order they arrive.

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use super::gradient;
-use crate::engine::grad_mode::no_grad;
 use crate::error::{bail, ensure, Result};
+use crate::graph::grad_mode::no_grad;
 use crate::graph::op::{
     describe_input, describe_node, Modification, Operation, Saved, TraversalToken,
 };
@@ -183,7 +183,7 @@ fn fit(input: &Tensor, g: Tensor, check: Check) -> Result<Tensor> {
     match check {
         Check::Exact => gradient::check_cotangent(input, g),
         Check::Shaped if gradient::addresses_exactly(input, &g) => Ok(g),
-        Check::Shaped => gradient::check_cotangent(input, crate::__private::laid_out(input, g)?),
+        Check::Shaped => gradient::check_cotangent(input, gradient::laid_out(input, g)?),
         Check::Batched(k) => gradient::check_batched_cotangent(input, g, k),
     }
 }

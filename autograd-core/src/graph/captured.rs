@@ -3,7 +3,7 @@
 
 use std::marker::PhantomData;
 
-use crate::tensor::dtype::DType;
+use crate::storage::dtype::DType;
 
 /// A type that holds no [`Tensor`](crate::Tensor). `#[differentiable]` records only an op's
 /// tensor parameters (and its tensor residuals), so every other value that reaches the op must

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use crate::error::{bail, ensure, Result};
 use crate::layout::int_tuple::IntTuple;
 use crate::storage::carrier::Carrier;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::Scalar;
+use crate::storage::dtype::DType;
+use crate::storage::scalar::Scalar;
 use crate::tensor::{record_width, Tensor};
 
 /// Writes bound for one carrier.

@@ -4,8 +4,8 @@
 use std::panic::Location;
 use std::sync::Arc;
 
-use crate::engine::grad_mode::is_grad_enabled;
 use crate::error::Result;
+use crate::graph::grad_mode::is_grad_enabled;
 use crate::graph::op::{Node, Operation, ResultOf};
 use crate::graph::saved::{SavedInputs, SavedState};
 use crate::tensor::Tensor;

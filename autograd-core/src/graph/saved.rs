@@ -6,7 +6,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Result;
-use crate::graph::ids::id_source;
+use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{backoff, WordGuard, WordLock};
 use crate::storage::carrier::CarrierId;
 use crate::tensor::{Parts, Tensor};

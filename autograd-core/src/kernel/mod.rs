@@ -30,6 +30,7 @@ mod output;
 mod parallel;
 mod reduce;
 mod team;
+mod tensor_values;
 
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};

@@ -16,6 +16,7 @@ mod reduce;
 mod unary;
 mod unbind;
 mod view;
+mod view_method;
 
 pub use broadcast::{broadcast_pair, broadcast_shapes, broadcast_to};
 pub use cast::to_dtype;

@@ -2,7 +2,7 @@
 //! monomorphised kernel once per call (never per element).
 
 use crate::kernel::math::{erf, exp_f32, tanh_f32};
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 
 /// Arithmetic on one element type. Integer forms wrap on overflow (as two's-complement
 /// hardware and PyTorch do) instead of panicking.

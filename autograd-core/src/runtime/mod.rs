@@ -11,6 +11,7 @@
 //! | piece | what it does | what justified it |
 //! |---|---|---|
 //! | [`arc_cache`] | per-thread free lists of freed node and small-block `Arc` allocations (up to 16 MiB a thread), reused by the next forward pass | a release frees tens of thousands of same-sized objects and the next forward allocates as many, past glibc's per-thread cache: about 720 of W1s's 3,340 instructions per op were malloc/free slow paths |
+//! | [`ids`] | process-unique identities for tensors, carriers and nodes, handed out from per-thread blocks; identity-keyed maps and sets with a one-multiply hasher | one shared counter bumped per object would be an atomic read-modify-write on every op's path, on a cache line all threads fight over |
 //! | [`spare_nodes`] | each thread keeps the emptied node buffer of its last traversal | keeping more of a plan's buffers counted 5% fewer instructions but ran W1 30–40% slower (freeing them is what lets glibc consolidate the released chunks) |
 //! | [`word_lock`] | a lock in bit 0 of a word whose other 63 bits are a payload (a node's claim token, a tensor's identity); unlock is a plain store | no bytes of its own in the millions of nodes and handles W3 holds; one locked instruction per lock, not two |
 //! | [`element_lock`] | a reader-writer lock in 32 bits with five payload bits beside it (an inline carrier's length) | a one-element carrier's lock, length and element fit in 8 bytes: W3 keeps a million of them |
@@ -26,6 +27,7 @@
 
 pub(crate) mod arc_cache;
 pub(crate) mod element_lock;
+pub(crate) mod ids;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod spare_nodes;

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
-use crate::graph::ids::id_source;
 use crate::runtime::element_lock::ElementLock;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::{Buffer, Element, Scalar};
+use crate::runtime::ids::id_source;
+use crate::storage::dtype::DType;
+use crate::storage::scalar::{Buffer, Element, Scalar};
 
 /// The identity of one carrier, unique for the life of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -42,14 +42,16 @@ use std::fmt;
 
 use crate::error::Result;
 
+mod float;
 mod grad_value;
 mod lower;
 mod scalar;
 mod sweep;
 
+pub use float::Float;
 pub use grad_value::{GradValue, GradZero, SameShape};
 pub use lower::Lowered;
-pub use scalar::{bench_t1, Float, Gradients, ScalarTape, Var};
+pub use scalar::{bench_t1, Gradients, ScalarTape, Var};
 
 /// A node's local vector-Jacobian product: given the cotangent of the node's value, the
 /// `(parent id, contribution)` pairs it sends to its parents.

@@ -9,7 +9,7 @@ use ndarray::{
 use crate::error::{ensure, Result};
 use crate::layout::Layout;
 use crate::storage::carrier::CpuCarrier;
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
 
 impl Tensor {

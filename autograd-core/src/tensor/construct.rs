@@ -9,8 +9,8 @@ use crate::error::{bail, ensure, Result};
 use crate::layout::int_tuple::Shape;
 use crate::layout::Layout;
 use crate::storage::allocation::filled;
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::{Buffer, Element, Scalar};
+use crate::storage::dtype::DType;
+use crate::storage::scalar::{Buffer, Element, Scalar};
 use crate::tensor::Tensor;
 
 /// A seeded pseudo-random generator (xoshiro256**, seeded through splitmix64): the same seed

@@ -20,8 +20,8 @@ use crate::layout::layout_cache::KeptLayout;
 use crate::storage::carrier::{
     inline_f32, Carrier, CarrierId, CpuCarrier, InlineSink, Store, Token,
 };
-use crate::tensor::dtype::DType;
-use crate::tensor::scalar::{Buffer, Scalar};
+use crate::storage::dtype::DType;
+use crate::storage::scalar::{Buffer, Scalar};
 use crate::tensor::{AutogradState, Parts, TensorInner};
 
 /// Set in a header's count when the header lives inside a carrier block.

@@ -3,30 +3,32 @@
 //! Values are listed in *logical order* (see [`crate::layout`]): row-major over the top-level
 //! modes, so a flat tensor built from a `Vec` reads back in the order it was given, as in numpy.
 
-// The data model around the handle: dtypes, scalars and CPU buffers, the handle's storage
-// block, views, constructors and ndarray interop.
+// The data model around the handle: the handle's storage block, views, constructors and
+// ndarray interop. Dtypes, scalars and CPU buffers are in `storage`.
 pub(crate) mod array;
 pub(crate) mod construct;
-pub(crate) mod dtype;
 pub(crate) mod handle;
-pub(crate) mod scalar;
 pub(crate) mod view;
+
+// The element types' old path: `kernel/` files still name `scalar` through `tensor` (they are
+// re-pathed when the kernel work in progress lands).
+pub(crate) use crate::storage::scalar;
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{bail, ensure, Result};
-use crate::graph::ids::id_source;
 use crate::graph::op::Node;
 use crate::layout::int_tuple::{IntTuple, Shape};
 use crate::layout::layout_cache::KeptLayout;
 use crate::layout::{check_fits, Layout};
+use crate::runtime::ids::id_source;
 use crate::runtime::word_lock::{WordGuard, WordLock};
-use crate::storage::allocation::{filled, with_capacity};
+use crate::storage::allocation::filled;
 use crate::storage::carrier::{Carrier, CpuCarrier};
-use crate::tensor::dtype::{DType, PackedDType};
+use crate::storage::dtype::{DType, PackedDType};
+use crate::storage::scalar::{Buffer, Element, Scalar};
 use crate::tensor::handle::Handle;
-use crate::tensor::scalar::{Buffer, Element, Scalar};
 
 /// A cheap-to-clone handle to a tensor. Clones are the same tensor: they share `.grad`, the
 /// autograd node and the retain flag, like a Python object reference.
@@ -575,117 +577,6 @@ impl Tensor {
         );
         sub.carrier
             .read(sub.offset + sub.layout.offset_of_coord(coord)?)
-    }
-
-    /// Every element in logical order as `T`, which must be the storage element type (a
-    /// compound dtype's records are listed field by field).
-    pub fn values<T: Element>(&self) -> Result<Vec<T>> {
-        let w = record_width(&self.0.dtype);
-        let mut out = with_capacity(self.size().saturating_mul(w))?;
-        let mut failed = None;
-        let parts = self.subtensors();
-        for (i, s) in parts.iter().enumerate() {
-            let storage = s.carrier.dtype();
-            ensure!(
-                storage == T::DTYPE,
-                Type,
-                "this tensor stores {storage} elements, not {}",
-                T::DTYPE
-            );
-            // as_cpu: the reader under the kernel layer (kernel::read falls back to it)
-            if let Some(cpu) = s.carrier.as_cpu() {
-                cpu.with_slice::<T, _>(|data| {
-                    // one element wide: the kernel layer's run-wise copy (storage order as
-                    // logical order is one run, one copy: gradients commit this way)
-                    if w == 1 {
-                        if let Ok(e) = crate::kernel::Elements::new(data, s.offset, &s.layout) {
-                            let at = out.len();
-                            out.resize(at + e.len(), T::default());
-                            e.copy_range(0, &mut out[at..]);
-                            return;
-                        }
-                    }
-                    s.layout.for_each_offset(|o| {
-                        let base = (s.offset + o) * w;
-                        out.extend_from_slice(&data[base..base + w]);
-                    });
-                })?;
-            } else {
-                let buffer = s.carrier.to_buffer();
-                let Some(data) = T::slice(&buffer) else {
-                    bail!(
-                        Type,
-                        "subtensor {i} stores {} elements, not {}",
-                        buffer.dtype(),
-                        T::DTYPE
-                    )
-                };
-                s.layout.for_each_offset(|o| {
-                    let base = (s.offset + o) * w;
-                    match data.get(base..base + w) {
-                        Some(v) => out.extend_from_slice(v),
-                        None => failed = Some(base),
-                    }
-                });
-            }
-        }
-        match failed {
-            Some(o) => bail!(Runtime, "carrier shrank below offset {o}"),
-            None => Ok(out),
-        }
-    }
-
-    /// Every element in logical order as a `Scalar`.
-    pub fn scalars(&self) -> Result<Vec<Scalar>> {
-        ensure!(
-            record_width(&self.0.dtype) == 1,
-            NotImplemented,
-            "use values for compound dtype {}",
-            *self.0.dtype
-        );
-        let mut out = with_capacity(self.size())?;
-        let mut err = None;
-        self.for_each_slot(|p, o| match self.part_carrier(p).read(o) {
-            Ok(v) => out.push(v),
-            Err(e) => err = Some(e),
-        });
-        match err {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
-    }
-
-    /// A copy in fresh storage of this tensor's carrier class with the compact row-major
-    /// layout; no autograd state.
-    pub fn contiguous(&self) -> Result<Tensor> {
-        if *self.0.dtype == DType::Float32 && self.subtensor_count() == 1 {
-            // run by run into pooled storage: a large temporary copy faults no fresh pages in
-            let layout = Arc::new(Layout::compact_row_major(self.shape().clone())?);
-            return crate::kernel::read::<f32, _>(self, |e| {
-                crate::kernel::fresh_overwritten::<f32>(self, layout, |out| {
-                    e.copy_all(out);
-                    Ok(())
-                })
-            })?;
-        }
-        let carrier = self.part_carrier(0).clone();
-        let w = record_width(&self.0.dtype);
-        let buffer = match carrier.dtype() {
-            DType::Float32 => Buffer::F32(self.values()?),
-            DType::Float64 => Buffer::F64(self.values()?),
-            DType::Int32 => Buffer::I32(self.values()?),
-            DType::Int64 => Buffer::I64(self.values()?),
-            DType::Bool => Buffer::Bool(self.values()?),
-            other => bail!(Type, "storage of dtype {other} cannot be copied"),
-        };
-        debug_assert_eq!(buffer.len(), self.size() * w);
-        let layout = Layout::compact_row_major(self.shape().clone())?;
-        let fresh = carrier.fresh(buffer)?;
-        Ok(Tensor::from_carrier_unchecked(
-            fresh,
-            Arc::new(layout),
-            self.0.dtype.clone(),
-        ))
     }
 }
 

@@ -1,8 +1,9 @@
 //! Views: new tensors over the same carrier with another layout or offset.
 //!
 //! The public view methods (`transpose`, `permute`, `reshape`, `view`, `flatten`, `unsqueeze`,
-//! `squeeze`, `narrow`, `slice`, `select`, `broadcast_to`, `expand`) are the differentiable ops
-//! of [`crate::ops`]: they record a node like any other op. The `raw_*` helpers here compute
+//! `squeeze`, `narrow`, `slice`, `select`, `unbind`, `broadcast_to`, `expand`) are the
+//! differentiable ops of [`crate::ops`], and are defined there (`ops/view_method.rs`): they record
+//! a node like any other op. The `raw_*` helpers here compute
 //! the same views without recording anything; the ops call them, and they are crate-private.
 //! The one public way to leave the graph while viewing storage is
 //! [`Tensor::with_layout_detached`] (or [`Tensor::detach`] after a view).
@@ -204,13 +205,6 @@ impl Tensor {
         self.raw_permute(&order)
     }
 
-    /// Every sub-tensor along top-level mode `dim`, that mode removed (views); see
-    /// [`crate::ops::unbind`].
-    #[track_caller]
-    pub fn unbind(&self, dim: usize) -> Result<Vec<Tensor>> {
-        crate::ops::unbind(self, dim)
-    }
-
     /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
     /// leading modes and modes of one element (nested or not) repeat.
     pub(crate) fn raw_broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
@@ -401,110 +395,6 @@ impl Tensor {
         let mut modes = l.modes();
         modes.remove(dim);
         self.view_with("squeeze", Layout::from_modes(&modes)?, self.offset())
-    }
-}
-
-/// The differentiable views. Each records a node (see [`crate::ops`]) when graph construction
-/// is enabled and `self` is differentiable; each shares `self`'s storage (no copy) except
-/// `reshape`/`flatten` when no layout expresses the result. A view that must leave the graph
-/// is [`Tensor::with_layout_detached`], or the view followed by [`Tensor::detach`].
-///
-/// Inside a `#[differentiable]` forward body graph construction is disabled, so these methods
-/// record nothing there: a kernel may use them freely to look at its inputs.
-impl Tensor {
-    /// Top-level modes `a` and `b` swapped (a view); see [`crate::ops::transpose`].
-    ///
-    /// ```
-    /// use autograd_core::{shape, Tensor};
-    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3])?;
-    /// let t = x.transpose(0, 1)?;
-    /// assert_eq!(t.values::<f32>()?, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
-    /// assert_eq!(t.autograd_ctx().map(|n| n.name().to_string()), Some("transpose".into()));
-    /// # Ok::<(), autograd_core::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn transpose(&self, a: usize, b: usize) -> Result<Tensor> {
-        crate::ops::transpose(self, a, b)
-    }
-
-    /// The top-level modes reordered: mode `i` of the result is mode `order[i]` of `self` (a
-    /// view); see [`crate::ops::permute`].
-    #[track_caller]
-    pub fn permute(&self, order: &[usize]) -> Result<Tensor> {
-        crate::ops::permute(self, order)
-    }
-
-    /// The same elements (logical order) with flat extents `dims`: a view when storage order is
-    /// logical order, otherwise a compact copy; see [`crate::ops::reshape`].
-    #[track_caller]
-    pub fn reshape(&self, dims: &[usize]) -> Result<Tensor> {
-        crate::ops::reshape(self, dims)
-    }
-
-    /// [`Tensor::reshape`] that never copies: `Error::Value` when no view exists; see
-    /// [`crate::ops::view`].
-    #[track_caller]
-    pub fn view(&self, dims: &[usize]) -> Result<Tensor> {
-        crate::ops::view(self, dims)
-    }
-
-    /// Top-level modes `start..=end` merged into one (PyTorch's `flatten(start_dim, end_dim)`;
-    /// `flatten(0, rank - 1)` gives one mode); see [`crate::ops::flatten`].
-    #[track_caller]
-    pub fn flatten(&self, start: usize, end: usize) -> Result<Tensor> {
-        crate::ops::flatten(self, start, end)
-    }
-
-    /// A mode of extent 1 inserted at position `dim` (`0..=rank`), a view; see
-    /// [`crate::ops::unsqueeze`].
-    #[track_caller]
-    pub fn unsqueeze(&self, dim: usize) -> Result<Tensor> {
-        crate::ops::unsqueeze(self, dim)
-    }
-
-    /// Mode `dim`, of extent 1, removed (a view); `Error::Value` when its extent is not 1; see
-    /// [`crate::ops::squeeze`].
-    #[track_caller]
-    pub fn squeeze(&self, dim: usize) -> Result<Tensor> {
-        crate::ops::squeeze(self, dim)
-    }
-
-    /// Elements `start..start + len` of the leaf top-level mode `dim` (a view); see
-    /// [`crate::ops::narrow`].
-    #[track_caller]
-    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
-        crate::ops::narrow(self, dim, start, len)
-    }
-
-    /// Elements `range` of the leaf top-level mode `dim` (`x[.., a..b]`): [`Tensor::narrow`]
-    /// with `start = range.start`, `len = range.len()`; an empty or reversed range within the
-    /// extent is empty, and a range reaching past the extent is `Error::Value`, as narrow's is
-    /// (Rust's slices refuse it too).
-    #[track_caller]
-    pub fn slice(&self, dim: usize, range: std::ops::Range<usize>) -> Result<Tensor> {
-        let len = range.end.saturating_sub(range.start);
-        crate::ops::narrow(self, dim, range.start, len)
-    }
-
-    /// The sub-tensor at `index` along top-level mode `dim`, with that mode removed (a view);
-    /// see [`crate::ops::select`].
-    #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> Result<Tensor> {
-        crate::ops::select(self, dim, index)
-    }
-
-    /// A stride-0 view with top-level extents `dims`, numpy style: modes align at the end, new
-    /// leading modes and modes of one element (nested or not) repeat; see
-    /// [`crate::ops::broadcast_to`].
-    #[track_caller]
-    pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
-        crate::ops::broadcast_to(self, dims)
-    }
-
-    /// PyTorch's name for [`Tensor::broadcast_to`].
-    #[track_caller]
-    pub fn expand(&self, dims: &[usize]) -> Result<Tensor> {
-        crate::ops::broadcast_to(self, dims)
     }
 }
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::error::{bail, Result};
 use crate::storage::allocation::filled;
-use crate::tensor::dtype::DType;
+use crate::storage::dtype::DType;
 
 /// One element value of a simple dtype.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -41,10 +41,10 @@ macro_rules! id_source {
     ($vis:vis $name:ident) => {
         $vis struct $name;
         impl $name {
-            fn parts() -> (&'static $crate::graph::ids::Shared, &'static std::thread::LocalKey<$crate::graph::ids::Block>) {
-                static SHARED: $crate::graph::ids::Shared = $crate::graph::ids::Shared::new();
+            fn parts() -> (&'static $crate::runtime::ids::Shared, &'static std::thread::LocalKey<$crate::runtime::ids::Block>) {
+                static SHARED: $crate::runtime::ids::Shared = $crate::runtime::ids::Shared::new();
                 thread_local! {
-                    static BLOCK: $crate::graph::ids::Block = const { std::cell::Cell::new((0, 0, 0)) };
+                    static BLOCK: $crate::runtime::ids::Block = const { std::cell::Cell::new((0, 0, 0)) };
                 }
                 (&SHARED, &BLOCK)
             }
@@ -53,7 +53,7 @@ macro_rules! id_source {
             #[inline]
             $vis fn next() -> u64 {
                 let (shared, local) = Self::parts();
-                $crate::graph::ids::next(shared, local)
+                $crate::runtime::ids::next(shared, local)
             }
 
             /// A number above every identity handed out so far, on any thread, and at or
@@ -61,7 +61,7 @@ macro_rules! id_source {
             #[allow(dead_code)]
             $vis fn watermark() -> u64 {
                 let (shared, local) = Self::parts();
-                $crate::graph::ids::watermark(shared, local)
+                $crate::runtime::ids::watermark(shared, local)
             }
         }
     };
