@@ -30,6 +30,7 @@
 pub use autograd_core::ops::*;
 
 mod attention;
+pub mod data;
 pub mod init;
 pub mod layers;
 mod nn;
