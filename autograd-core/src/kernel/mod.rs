@@ -19,6 +19,7 @@
 //! ```
 
 mod access;
+pub(crate) mod element;
 pub mod alloc;
 pub(crate) mod gemm;
 #[doc(hidden)]

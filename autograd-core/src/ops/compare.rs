@@ -7,7 +7,7 @@
 
 use super::broadcast::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
-use super::num::numeric;
+use crate::kernel::element::numeric;
 use crate::engine::grad_mode::no_grad;
 use crate::error::{ensure, Result};
 use crate::kernel::{fresh_like, map, read, read_pair, zip};

@@ -208,7 +208,7 @@ macro_rules! dispatch {
 /// and Int32; any other dtype is `Error::Type` naming the op.
 macro_rules! numeric {
     ($op:expr, $t:expr, $T:ident => $body:expr) => {
-        $crate::ops::num::dispatch!(
+        $crate::kernel::element::dispatch!(
             $t.dtype(), $op, $T => $body,
             [Float32: f32, Float64: f64, Int32: i32],
             "{}: takes Float32, Float64 or Int32 tensors, not {}"
@@ -219,7 +219,7 @@ macro_rules! numeric {
 /// [`numeric!`] for the floating dtypes Float32 and Float64 only.
 macro_rules! real {
     ($op:expr, $t:expr, $T:ident => $body:expr) => {
-        $crate::ops::num::dispatch!(
+        $crate::kernel::element::dispatch!(
             $t.dtype(), $op, $T => $body,
             [Float32: f32, Float64: f64],
             "{}: takes Float32 or Float64 tensors, not {}"
