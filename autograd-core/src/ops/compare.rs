@@ -7,9 +7,9 @@
 
 use super::broadcast::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
-use crate::kernel::element::numeric;
 use crate::engine::grad_mode::no_grad;
 use crate::error::{ensure, Result};
+use crate::kernel::element::numeric;
 use crate::kernel::{fresh_like, map, read, read_pair, zip};
 use crate::{differentiable, DType, Tensor};
 
