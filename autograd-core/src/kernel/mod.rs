@@ -30,6 +30,7 @@ mod matrix;
 mod output;
 mod parallel;
 mod reduce;
+mod row;
 mod team;
 
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
@@ -41,4 +42,5 @@ pub use math::exp_f32;
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
+pub use row::{column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};

@@ -3,7 +3,7 @@
 
 use autograd_core::{bail, ensure, DType, Result, Tensor};
 
-use super::row::Rows;
+use autograd_core::kernel::Rows;
 
 /// The checked targets of one loss call: per row of the class axis, its class, or `None` for
 /// a row whose target is `ignore_index`.

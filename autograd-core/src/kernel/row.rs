@@ -6,8 +6,11 @@
 // The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
 #![allow(clippy::inline_always)]
 
-use autograd_core::kernel::{self, alloc, Elements};
-use autograd_core::{ensure, Element, Layout, Result, Tensor};
+use crate::error::{ensure, Result};
+use crate::kernel::{self, alloc, Elements};
+use crate::layout::Layout;
+use crate::tensor::scalar::Element;
+use crate::tensor::Tensor;
 
 /// Elements a parallel task handles at least (as the kernel layer's chunks).
 const TASK: usize = 1 << 13;
@@ -15,7 +18,7 @@ const TASK: usize = 1 << 13;
 /// How a tensor splits into rows: seen as `[outer, n, inner]`, row `k = o * inner + i` holds
 /// the `n` elements `(o, 0..n, i)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rows {
+pub struct Rows {
     /// Blocks before the row axis.
     pub outer: usize,
     /// Elements in a row.
@@ -61,7 +64,7 @@ impl Rows {
 }
 
 /// Whether work over `elements` is split across threads (the kernel layer's rule).
-pub(crate) fn parallel(elements: usize) -> bool {
+fn parallel(elements: usize) -> bool {
     elements >= kernel::PARALLEL_THRESHOLD && kernel::threads() > 1
 }
 
@@ -94,7 +97,7 @@ fn rows_view<T: Element, R>(
 }
 
 /// Runs `f` on the elements of `t` (as `T`) seen with consecutive rows (see [`row`]).
-pub(crate) fn read_rows<T: Element, R>(
+pub fn read_rows<T: Element, R>(
     t: &Tensor,
     rows: Rows,
     f: impl FnOnce(Elements<'_, T>) -> Result<R>,
@@ -103,7 +106,7 @@ pub(crate) fn read_rows<T: Element, R>(
 }
 
 /// [`read_rows`] for two tensors of one shape at once.
-pub(crate) fn read_row_pair<T: Element, U: Element, R>(
+pub fn read_row_pair<T: Element, U: Element, R>(
     a: &Tensor,
     b: &Tensor,
     rows: Rows,
@@ -116,7 +119,7 @@ pub(crate) fn read_row_pair<T: Element, U: Element, R>(
 
 /// Row `k` (`n` elements) of `e`, whose layout puts rows consecutively: borrowed when `e` is
 /// one slice, else gathered into `buf` (a size [`read_rows`] has checked can be allocated).
-pub(crate) fn row<'a: 'r, 'r, T: Element>(
+pub fn row<'a: 'r, 'r, T: Element>(
     e: &Elements<'a, T>,
     k: usize,
     n: usize,
@@ -133,7 +136,7 @@ pub(crate) fn row<'a: 'r, 'r, T: Element>(
 /// A compact row-major tensor of `like`'s shape in fresh storage of `like`'s carrier class,
 /// whose row `k` (as `rows` splits the shape) `f(k, scratch, out_row)` writes; `scratch` is
 /// per-thread state for gathering input rows.
-pub(crate) fn write_rows<V: Element, S: Default + Send>(
+pub fn write_rows<V: Element, S: Default + Send>(
     like: &Tensor,
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
@@ -197,7 +200,7 @@ fn each_row<V: Element, S: Default + Send>(
 
 /// `f(k, scratch)` for every row `k` of `rows`, in order, in parallel above the threshold:
 /// per-row statistics and losses. `Error::Value` when the results cannot be allocated.
-pub(crate) fn per_row<R: Send, S: Default + Send>(
+pub fn per_row<R: Send, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S) -> R + Sync,
 ) -> Result<Vec<R>> {
@@ -223,7 +226,7 @@ pub(crate) fn per_row<R: Send, S: Default + Send>(
 /// [`LANE_BLOCK`] elements (so it vectorises), the block sums added in f64 (so long rows keep
 /// their precision).
 #[inline(always)]
-pub(crate) fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
+pub fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
     let mut total = 0.0f64;
     for (ab, bb) in a.chunks(LANE_BLOCK).zip(b.chunks(LANE_BLOCK)) {
         let mut lanes = [0.0f32; 8];
@@ -250,7 +253,7 @@ const LANE_BLOCK: usize = 256;
 /// Per-column sums over every row: `f(k, scratch, acc)` adds row `k`'s contribution into
 /// `acc` (of length `width`); partial sums of row ranges are added up across threads.
 /// `Error::Value` when `width` sums cannot be allocated.
-pub(crate) fn column_sums<S: Default + Send>(
+pub fn column_sums<S: Default + Send>(
     rows: Rows,
     width: usize,
     f: impl Fn(usize, &mut S, &mut [f64]) + Sync,
