@@ -31,6 +31,7 @@ mod output;
 mod parallel;
 mod reduce;
 mod row;
+mod row_reduction;
 mod team;
 
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
@@ -43,4 +44,5 @@ pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
 pub use row::{column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows};
+pub use row_reduction::{log_sum_exp_shifted, row_max, sum_f64};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};

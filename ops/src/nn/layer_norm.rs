@@ -7,12 +7,10 @@
 
 use std::sync::Arc;
 
-use autograd_core::kernel::alloc;
-use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
-
 use autograd_core::kernel::{
-    column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows,
+    alloc, column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows,
 };
+use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
 /// Refuses a tensor that is not Float32 (`Error::Type`).
 fn ensure_f32(what: &str, t: &Tensor) -> Result<()> {

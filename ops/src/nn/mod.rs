@@ -6,7 +6,6 @@
 
 mod cross_entropy;
 mod dropout;
-mod float;
 mod layer;
 mod layer_norm;
 mod loss;

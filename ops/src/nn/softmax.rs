@@ -8,12 +8,11 @@
 // The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
 #![allow(clippy::inline_always)]
 
+use autograd_core::kernel::{
+    lane_sum, log_sum_exp_shifted, read_row_pair, read_rows, row, row_max, sum_f64, write_rows,
+    Real, Rows,
+};
 use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
-
-use autograd_core::kernel::Real;
-
-use super::float::{log_sum_exp_shifted, row_max, sum_f64};
-use autograd_core::kernel::{lane_sum, read_row_pair, read_rows, row, write_rows, Rows};
 
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
 fn softmax_row<T: Real>(x: &[T], out: &mut [T]) {

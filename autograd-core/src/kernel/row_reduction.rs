@@ -5,11 +5,11 @@
 //! compiles it for the running CPU's vector width (Float32's `exp` then vectorises).
 #![allow(clippy::inline_always)]
 
-use autograd_core::kernel::Real;
+use crate::kernel::Real;
 
 /// The largest element of `x` (NaN when any is NaN, -inf when `x` is empty).
 #[inline(always)]
-pub(crate) fn row_max<T: Real>(x: &[T]) -> T {
+pub fn row_max<T: Real>(x: &[T]) -> T {
     x.iter().fold(T::NEG_INFINITY, |m, &v| {
         if m.is_nan_value() || m >= v {
             m
@@ -22,7 +22,7 @@ pub(crate) fn row_max<T: Real>(x: &[T]) -> T {
 /// `ln sum_j e^(x_j - m)` for the row maximum `m` (as `f64`): with `m` added back, the row's
 /// log-sum-exp, computed without overflow.
 #[inline(always)]
-pub(crate) fn log_sum_exp_shifted<T: Real>(x: &[T], m: T) -> f64 {
+pub fn log_sum_exp_shifted<T: Real>(x: &[T], m: T) -> f64 {
     // the exponentials a block at a time into a buffer: a plain map, which vectorises
     let mut buf = [T::ZERO; 64];
     let mut total = 0.0;
@@ -39,7 +39,7 @@ pub(crate) fn log_sum_exp_shifted<T: Real>(x: &[T], m: T) -> f64 {
 /// `sum_j x_j` in `f64`, in eight running sums so that it vectorises (for either element
 /// type; Float32-only rows use the row layer's `lane_sum`).
 #[inline(always)]
-pub(crate) fn sum_f64<T: Real>(x: &[T]) -> f64 {
+pub fn sum_f64<T: Real>(x: &[T]) -> f64 {
     let mut acc = [0.0f64; 8];
     let mut chunks = x.chunks_exact(8);
     for c in &mut chunks {
