@@ -222,34 +222,6 @@ pub fn per_row<R: Send, S: Default + Send>(
     Ok(out)
 }
 
-/// `Σ f(a[i], b[i])` over two slices of one length: eight f32 lanes within blocks of
-/// [`LANE_BLOCK`] elements (so it vectorises), the block sums added in f64 (so long rows keep
-/// their precision).
-#[inline(always)]
-pub fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
-    let mut total = 0.0f64;
-    for (ab, bb) in a.chunks(LANE_BLOCK).zip(b.chunks(LANE_BLOCK)) {
-        let mut lanes = [0.0f32; 8];
-        let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
-        for (x, y) in (&mut ca).zip(&mut cb) {
-            for l in 0..8 {
-                lanes[l] += f(x[l], y[l]);
-            }
-        }
-        let tail: f32 = ca
-            .remainder()
-            .iter()
-            .zip(cb.remainder())
-            .map(|(&x, &y)| f(x, y))
-            .sum();
-        total += f64::from(tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
-    }
-    total
-}
-
-/// Elements per block of [`lane_sum`]: each f32 lane adds at most 32 terms.
-const LANE_BLOCK: usize = 256;
-
 /// Per-column sums over every row: `f(k, scratch, acc)` adds row `k`'s contribution into
 /// `acc` (of length `width`); partial sums of row ranges are added up across threads.
 /// `Error::Value` when `width` sums cannot be allocated.
