@@ -42,7 +42,9 @@ pub use map::{map, map_owned, zip, zip_owned};
 pub use math::exp_f32;
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
-pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
-pub use row::{column_sums, per_row, read_row_pair, read_rows, row, write_rows, Rows};
+pub use reduce::{reduce, reduced_dims, sum_f32};
+pub use row::{
+    column_sums, map_rows, map_rows_along, per_row, read_row_pair, read_rows, row, write_rows, Rows,
+};
 pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};

@@ -9,8 +9,8 @@
 #![allow(clippy::inline_always)]
 
 use autograd_core::kernel::{
-    lane_sum, log_sum_exp_shifted, read_row_pair, read_rows, row, row_max, sum_f64, write_rows,
-    Real, Rows,
+    lane_sum, log_sum_exp_shifted, map_rows_along, read_row_pair, row, row_max, sum_f64,
+    write_rows, Real, Rows,
 };
 use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
 
@@ -65,9 +65,7 @@ fn log_softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
 
 /// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
 fn rows_of<T: Real>(x: &Tensor, rows: Rows, kernel: fn(&[T], &mut [T])) -> Result<Tensor> {
-    read_rows::<T, _>(x, rows, |e| {
-        write_rows::<T, Vec<T>>(x, rows, |k, buf, out| kernel(row(&e, k, rows.n, buf), out))
-    })
+    map_rows_along::<T, T>(x, rows, |_, row, out| kernel(row, out))
 }
 
 /// [`rows_of`] dispatched on `x`'s dtype (Float32 or Float64).
