@@ -128,6 +128,38 @@ macro_rules! simd {
     }};
 }
 
+/// `a * b + c`: fused where the CPU has FMA, two roundings otherwise. A kernel generic over it
+/// is instantiated with [`Fused`] in its AVX2-and-FMA copy and with [`Split`] in its baseline
+/// copy (the item form of [`simd!`](crate::simd)), so neither copy calls libm's `fmaf`.
+pub trait Madd {
+    /// `a * b + c`.
+    fn madd(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// `f32::mul_add`, for code compiled with FMA enabled (a single instruction there).
+#[derive(Debug, Clone, Copy)]
+pub struct Fused;
+
+/// `a * b + c` with two roundings, for CPUs without FMA (where `mul_add` is a library call).
+#[derive(Debug, Clone, Copy)]
+pub struct Split;
+
+impl Madd for Fused {
+    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Madd for Split {
+    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::{wide, widest};

@@ -37,6 +37,7 @@ mod team;
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub use element::{Num, Real};
+pub use isa::{Fused, Madd, Split};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, map_owned, zip, zip_owned};
 pub use math::exp_f32;

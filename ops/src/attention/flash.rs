@@ -4,6 +4,7 @@
 // The per-head kernels are inlined into the ISA wrappers that `dispatch!` generates.
 #![allow(clippy::inline_always)]
 
+use autograd_core::kernel::Madd;
 use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
@@ -12,7 +13,7 @@ use super::head::{
     HeadGrads, Input, Scratch, Want,
 };
 use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, Tri, BLOCK};
+use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32) without materialising the
 /// `T x T` probabilities: `softmax(scale · q kᵀ + causal mask) v`, `scale` defaulting to
@@ -309,7 +310,7 @@ fn backward_kernel<M: Madd>(
 mod tests {
     use super::*;
     use crate::attention::head::{pack_rows, pack_transposed};
-    use crate::attention::tile::{Fused, Split};
+    use autograd_core::kernel::{Fused, Split};
 
     /// The kernels compiled for the baseline target (two roundings) and with FMA agree, so
     /// the CPU a run lands on changes results only by rounding.

@@ -14,7 +14,7 @@ macro_rules! dispatch {
             {
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn wide($($arg: $ty),*) $(-> $ret)? {
-                    $kernel::<super::tile::Fused>($($arg),*)
+                    $kernel::<autograd_core::kernel::Fused>($($arg),*)
                 }
                 if std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
@@ -24,7 +24,7 @@ macro_rules! dispatch {
                     return unsafe { wide($($arg),*) };
                 }
             }
-            $kernel::<super::tile::Split>($($arg),*)
+            $kernel::<autograd_core::kernel::Split>($($arg),*)
         }
     };
 }

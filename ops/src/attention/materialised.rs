@@ -3,6 +3,7 @@
 // The per-head kernels are inlined into the ISA wrappers that `dispatch!` generates.
 #![allow(clippy::inline_always)]
 
+use autograd_core::kernel::Madd;
 use autograd_core::{differentiable, Result, Tensor};
 
 use super::geometry::Dims;
@@ -11,7 +12,7 @@ use super::head::{
     Input, Scratch, Want,
 };
 use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, Tri, BLOCK};
+use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32), keeping the
 /// probabilities: returns `(context, probabilities)` where
