@@ -2,7 +2,7 @@
 //! accumulated into `BLOCK x D` row panels, a vectorisable `exp`, and row reductions.
 //!
 //! Every function here is `#[inline(always)]` and generic over [`Madd`], so that the per-head
-//! kernels instantiated inside a `#[target_feature]` wrapper (`isa.rs`) are compiled, loops and
+//! kernels instantiated inside a `#[target_feature]` wrapper (`simd!`) are compiled, loops and
 //! all, with that wrapper's vector instructions; accumulators are fixed-size arrays the compiler
 //! keeps in registers. Operands are padded to whole blocks by the caller, so no tile has a ragged
 //! edge.
