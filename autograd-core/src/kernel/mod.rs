@@ -33,6 +33,7 @@ mod reduce;
 mod row;
 mod row_reduction;
 mod team;
+mod update;
 
 pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
@@ -49,3 +50,4 @@ pub use row::{
 };
 pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};
+pub use update::{is_cpu, update};
