@@ -50,4 +50,5 @@ pub use row::{
 };
 pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};
+pub(crate) use update::copy_like;
 pub use update::{is_cpu, update};
