@@ -88,8 +88,8 @@ pub(crate) fn copy_like(dst: &Tensor, src: &Tensor) -> Result<bool> {
     let (Ok(d), Ok(s)) = (dst.carrier(), src.carrier()) else {
         return Ok(false);
     };
-    // as_cpu: a slot-for-slot copy between storages of one layout, which the kernel layer's
-    // logical-order access cannot express; other carrier classes take the caller's copy
+    // slot for slot between CPU storages of one layout; other carrier classes take the
+    // caller's copy
     let (Some(d), Some(_)) = (d.as_cpu(), s.as_cpu()) else {
         return Ok(false);
     };
