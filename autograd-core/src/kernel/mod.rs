@@ -22,6 +22,7 @@ mod access;
 pub mod alloc;
 pub(crate) mod element;
 pub(crate) mod gemm;
+mod gemm_operand;
 #[doc(hidden)]
 pub mod isa;
 mod map;
@@ -35,9 +36,10 @@ mod row_reduction;
 mod team;
 mod update;
 
-pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub use element::{Num, Real};
+pub use gemm::gemm_f32;
+pub use gemm_operand::{MatMut, MatRef};
 pub use isa::{Fused, Madd, Split};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, map_owned, zip, zip_owned};
