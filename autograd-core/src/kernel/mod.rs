@@ -1,7 +1,11 @@
-//! The kernel layer: typed access to a tensor's elements in the project's terms of layouts and
-//! carriers, results in the first input's carrier class, maps, reductions and row helpers,
-//! matrix views and the GEMM kernel, parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
-//! (one slice, strided runs, chunks for threads). User crates write kernels with it too.
+//! The kernel layer, the one door to storage for both crates' ops: typed access to a tensor's
+//! elements in the project's terms of layouts and carriers, results in the first input's carrier
+//! class, in-place writes to existing tensors ([`update`]), maps, reductions, the `map_rows`
+//! family of row kernels, matrix views and the GEMM kernel, parallel above a size threshold.
+//! Kernels are generic over one element trait family ([`Num`], [`Real`]), and their inner loops
+//! are compiled for the running CPU's vector width by one dispatch macro
+//! ([`simd!`](crate::simd)). Ops say *what* (a closure, a fold); this layer decides *how* (one
+//! slice, strided runs, chunks for threads). User crates write kernels with it too.
 //!
 //! A closure should capture its constants by value (`move |x: f32| x * c`): one that borrows
 //! them reads each through a reference the compiler cannot tell apart from the output, so it

@@ -52,7 +52,7 @@ pub fn sum_f64<T: Real>(x: &[T]) -> f64 {
 }
 
 /// `Σ f(a[i], b[i])` over two slices of one length: eight f32 lanes within blocks of
-/// [`LANE_BLOCK`] elements (so it vectorises), the block sums added in f64 (so long rows keep
+/// `LANE_BLOCK` (256) elements (so it vectorises), the block sums added in f64 (so long rows keep
 /// their precision).
 #[inline(always)]
 pub fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
