@@ -3,7 +3,7 @@
 use crate::error::{ensure, Result};
 use crate::layout::{Layout, Leaf};
 use crate::storage::carrier::{CpuCarrier, Store};
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 use crate::tensor::{record_width, Tensor};
 
 /// A tensor's elements as stored: a slice of its storage, the offset of its layout's origin,

@@ -1,7 +1,8 @@
-//! Instruction-set dispatch for kernels' inner loops ([`simd!`](crate::simd)): a loop is
-//! compiled three times, with AVX-512, with AVX2 and FMA, and for the baseline target, and the
-//! widest the running CPU has is run, so the build needs no `-C target-cpu` and runs on any
-//! x86-64 (elsewhere, the baseline only).
+//! Instruction-set dispatch for kernels' inner loops, one macro for both crates
+//! ([`simd!`](crate::simd)): a loop is compiled for several instruction sets (AVX-512, AVX2 and
+//! FMA, the baseline target) and the widest the running CPU has is run, so the build needs no
+//! `-C target-cpu` and runs on any x86-64 (elsewhere, the baseline only). The CPU's level is
+//! detected once and cached.
 
 /// Loops shorter than this run the baseline copy under `simd!(len = ..; ..)`.
 #[doc(hidden)]
@@ -102,8 +103,43 @@ pub unsafe fn avx2<R>(run: impl FnOnce() -> R) -> R {
 /// `simd!(len = n; body(args..))` runs the baseline copy when `n`, the loop's length, is below
 /// [`SIMD_MIN`]: a few elements (a scalar loss, a small bias) take less than the dispatch and the
 /// vector prologue.
+///
+/// The item form `simd!(fn name(arg: Type, ..) -> R => kernel)` defines `fn name` that runs
+/// `kernel::<Fused>(args..)` from a copy compiled with AVX2 and FMA when the CPU has them, else
+/// `kernel::<Split>(args..)` (see [`Madd`]). It is for register-tiled kernels too large to pass
+/// through a closure (the attention heads): the wide copy is a function of its own, into which
+/// `kernel`, `#[inline(always)]`, and everything it calls is inlined. It stops at AVX2, the
+/// width those kernels' tiles are laid out for.
+///
+/// ```
+/// use autograd_core::kernel::Madd;
+/// #[inline(always)]
+/// fn dot<M: Madd>(a: &[f32], b: &[f32]) -> f32 {
+///     a.iter().zip(b).fold(0.0, |s, (&x, &y)| M::madd(x, y, s))
+/// }
+/// autograd_core::simd!(fn dot_product(a: &[f32], b: &[f32]) -> f32 => dot);
+/// assert_eq!(dot_product(&[1.0, 2.0], &[3.0, 4.0]), 11.0);
+/// ```
 #[macro_export]
 macro_rules! simd {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $kernel:ident) => {
+        $(#[$m])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn wide($($arg: $ty),*) $(-> $ret)? {
+                    $kernel::<$crate::kernel::Fused>($($arg),*)
+                }
+                if $crate::kernel::isa::wide() {
+                    // SAFETY: `wide` is plain safe code compiled for AVX2 and FMA; the only
+                    // requirement is that the running CPU has both, checked just above.
+                    return unsafe { wide($($arg),*) };
+                }
+            }
+            $kernel::<$crate::kernel::Split>($($arg),*)
+        }
+    };
     (len = $n:expr; $body:ident($($arg:expr),* $(,)?)) => {{
         if $n < $crate::kernel::isa::SIMD_MIN {
             $body($($arg),*)
@@ -126,6 +162,38 @@ macro_rules! simd {
         let out = $body($($arg),*);
         out
     }};
+}
+
+/// `a * b + c`: fused where the CPU has FMA, two roundings otherwise. A kernel generic over it
+/// is instantiated with [`Fused`] in its AVX2-and-FMA copy and with [`Split`] in its baseline
+/// copy (the item form of [`simd!`](crate::simd)), so neither copy calls libm's `fmaf`.
+pub trait Madd {
+    /// `a * b + c`.
+    fn madd(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// `f32::mul_add`, for code compiled with FMA enabled (a single instruction there).
+#[derive(Debug, Clone, Copy)]
+pub struct Fused;
+
+/// `a * b + c` with two roundings, for CPUs without FMA (where `mul_add` is a library call).
+#[derive(Debug, Clone, Copy)]
+pub struct Split;
+
+impl Madd for Fused {
+    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Madd for Split {
+    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]

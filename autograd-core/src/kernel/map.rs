@@ -5,7 +5,7 @@ use super::access::{read, read_pair, Elements};
 use super::output::fresh_like_overwritten;
 use super::parallel::{parallel, CHUNK};
 use crate::error::{ensure, Result};
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
 
 /// `f(a_i)` for every element of `a`, in a compact row-major tensor of `a`'s shape and fresh

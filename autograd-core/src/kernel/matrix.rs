@@ -1,9 +1,9 @@
 //! Matrix views of tensors for GEMM: the last two modes of a layout as a strided matrix, so
 //! a transposed or sliced operand reaches [`gemm_f32`](super::gemm_f32) without a copy.
 
+use super::gemm_operand::MatRef;
 use super::Elements;
 use crate::error::Result;
-use crate::kernel::gemm::MatRef;
 
 impl<'a> Elements<'a, f32> {
     /// The matrix at batch coordinate `batch` of these elements, whose layout's last two

@@ -1,7 +1,11 @@
-//! The kernel layer: typed access to a tensor's elements in the project's terms of layouts and
-//! carriers, results in the first input's carrier class, maps, reductions and row helpers,
-//! matrix views and the GEMM kernel, parallel above a size threshold. Ops say *what* (a closure, a fold); this layer decides *how*
-//! (one slice, strided runs, chunks for threads). User crates write kernels with it too.
+//! The kernel layer, the one door to storage for both crates' ops: typed access to a tensor's
+//! elements in the project's terms of layouts and carriers, results in the first input's carrier
+//! class, in-place writes to existing tensors ([`update`]), maps, reductions, the `map_rows`
+//! family of row kernels, matrix views and the GEMM kernel, parallel above a size threshold.
+//! Kernels are generic over one element trait family ([`Num`], [`Real`]), and their inner loops
+//! are compiled for the running CPU's vector width by one dispatch macro
+//! ([`simd!`](crate::simd)). Ops say *what* (a closure, a fold); this layer decides *how* (one
+//! slice, strided runs, chunks for threads). User crates write kernels with it too.
 //!
 //! A closure should capture its constants by value (`move |x: f32| x * c`): one that borrows
 //! them reads each through a reference the compiler cannot tell apart from the output, so it
@@ -20,7 +24,9 @@
 
 mod access;
 pub mod alloc;
+pub(crate) mod element;
 pub(crate) mod gemm;
+mod gemm_operand;
 #[doc(hidden)]
 pub mod isa;
 mod map;
@@ -29,15 +35,27 @@ mod matrix;
 mod output;
 mod parallel;
 mod reduce;
+mod row;
+mod row_reduction;
 mod team;
 mod tensor_values;
+mod update;
 
-pub use crate::kernel::gemm::{gemm_f32, MatMut, MatRef};
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
+pub use element::{Num, Real};
+pub use gemm::gemm_f32;
+pub use gemm_operand::{MatMut, MatRef};
+pub use isa::{Fused, Madd, Split};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, map_owned, zip, zip_owned};
 pub use math::exp_f32;
 pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
-pub use reduce::{map_rows, reduce, reduced_dims, sum_f32};
+pub use reduce::{reduce, reduced_dims, sum_f32};
+pub use row::{
+    column_sums, map_rows, map_rows_along, per_row, read_row_pair, read_rows, row, write_rows, Rows,
+};
+pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks};
+pub(crate) use update::copy_like;
+pub use update::{is_cpu, update};

@@ -7,7 +7,7 @@ use crate::layout::layout_cache::KeptLayout;
 use crate::layout::Layout;
 use crate::storage::allocation::filled;
 use crate::storage::carrier::SMALL_F32;
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
 
 /// A tensor of `layout` (compact: its storage order is its logical order) whose elements `f`
@@ -76,7 +76,7 @@ fn fresh_with<T: Element>(
             Init::Zeroed => crate::storage::pool::zeroed(n)?,
             Init::Overwritten => crate::storage::pool::overwritable(n)?,
         };
-        T::from_buffer(crate::tensor::scalar::Buffer::F32(data))
+        T::from_buffer(crate::storage::scalar::Buffer::F32(data))
     } else {
         None
     };

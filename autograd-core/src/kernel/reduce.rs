@@ -1,4 +1,4 @@
-//! Reductions over a list of axes, and row-wise maps over the last axis.
+//! Reductions over a list of axes, and the sum of a Float32 tensor.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use super::output::fresh;
 use super::parallel::parallel;
 use crate::error::{ensure, Result};
 use crate::layout::Layout;
-use crate::tensor::scalar::Element;
+use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
 
 /// The result extents of reducing `dims` over `axes`: the kept extents in order, with `1` in
@@ -95,50 +95,6 @@ pub fn reduce<T: Element, A, U: Element>(
                     if let Some(v) = one(k) {
                         *o = v;
                     }
-                }
-            }
-            Ok(())
-        })
-    })?
-}
-
-/// `f(row, out_row)` for every row along the last top-level axis of `a` (softmax and
-/// normalisation kernels): `row` is a contiguous slice (gathered when `a` is strided), and
-/// `out_row` the matching row of a compact row-major result of `a`'s shape in fresh storage of
-/// `a`'s carrier class.
-pub fn map_rows<T: Element, U: Element>(
-    a: &Tensor,
-    f: impl Fn(&[T], &mut [U]) + Sync,
-) -> Result<Tensor> {
-    let dims = a.dims();
-    let n = dims.last().copied().unwrap_or(1);
-    let layout = Arc::new(Layout::compact_row_major(a.shape().clone())?);
-    read::<T, _>(a, |x| {
-        fresh::<U>(a, layout, |out| {
-            if n == 0 {
-                return Ok(());
-            }
-            let row = |k: usize, o: &mut [U], buf: &mut Vec<T>| {
-                if let Some(all) = x.as_slice() {
-                    f(&all[k * n..(k + 1) * n], o);
-                } else {
-                    buf.resize(n, T::default());
-                    x.copy_range(k * n, buf);
-                    f(buf, o);
-                }
-            };
-            if parallel(out.len()) {
-                let rows = (super::parallel::CHUNK / n).max(1);
-                super::for_each_chunk_mut(out, rows * n, |t, block| {
-                    let mut buf = Vec::new();
-                    for (j, o) in block.chunks_mut(n).enumerate() {
-                        row(t * rows + j, o, &mut buf);
-                    }
-                });
-            } else {
-                let mut buf = Vec::new();
-                for (k, o) in out.chunks_mut(n).enumerate() {
-                    row(k, o, &mut buf);
                 }
             }
             Ok(())

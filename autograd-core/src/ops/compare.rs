@@ -7,9 +7,9 @@
 
 use super::broadcast::{broadcast_shapes, expand, operands};
 use super::elementwise::same_dtype;
-use super::num::numeric;
 use crate::error::{ensure, Result};
 use crate::graph::grad_mode::no_grad;
+use crate::kernel::element::numeric;
 use crate::kernel::{fresh_like, map, read, read_pair, zip};
 use crate::{differentiable, DType, Tensor};
 

@@ -8,8 +8,8 @@
 //! `div` and the constant forms take floats only); only Float32 results record a node.
 
 use super::broadcast::operands;
-use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
+use crate::kernel::element::{numeric, real, Num, Real};
 use crate::kernel::{map, map_owned, zip, zip_owned};
 use crate::Tensor;
 

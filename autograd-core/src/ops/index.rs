@@ -9,13 +9,13 @@
 use std::sync::Arc;
 
 use crate::error::{bail, ensure};
-use crate::ops::num::Num;
+use crate::kernel::element::Num;
 use crate::{differentiable, kernel, DType, Element, Layout, Result, Tensor};
 
 /// Runs `$body` with `$T` bound to the storage element type of `$dtype`.
 macro_rules! by_dtype {
     ($dtype:expr, $op:expr, |$T:ident| $body:expr) => {
-        super::num::dispatch!(
+        crate::kernel::element::dispatch!(
             $dtype, $op, $T => $body,
             [Float32: f32, Float64: f64, Int32: i32, Int64: i64, Bool: bool],
             "{} does not take {} tensors"

@@ -317,10 +317,8 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
     let bias = b.values::<f32>()?;
     let add = |row: &mut [f32]| row.iter_mut().zip(&bias).for_each(|(o, &c)| *o += c);
-    // as_cpu: an in-place write into a result only this function holds; the kernel layer
-    // writes fresh results only
-    if let (Some(cpu), 0, false) = (y.part_carrier(0).as_cpu(), y.offset(), bias.is_empty()) {
-        cpu.with_slice_mut::<f32, _>(|s| {
+    if kernel::is_cpu(y) && !bias.is_empty() {
+        kernel::update::<f32, _>(y, |s| {
             s.chunks_mut(bias.len()).for_each(add);
             Ok(())
         })?;

@@ -10,7 +10,6 @@ mod elementwise;
 mod elementwise_method;
 mod index;
 mod linalg;
-pub(crate) mod num;
 mod operators;
 mod reduce;
 mod unary;

@@ -9,8 +9,8 @@
 
 use std::cmp::Ordering;
 
-use super::num::{numeric, real, Num, Real};
 use crate::error::{ensure, Result};
+use crate::kernel::element::{numeric, real, Num, Real};
 use crate::kernel::{map, map_owned};
 use crate::{differentiable, Tensor};
 

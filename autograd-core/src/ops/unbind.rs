@@ -6,6 +6,7 @@
 use crate::__private::{check_cotangents, several_results_backward, OutputInfo};
 use crate::error::{ensure, Result};
 use crate::graph::op::{Operation, Recording, SavedState};
+use crate::kernel::copy_like;
 use crate::tensor::Tensor;
 
 /// The sub-tensors of `a` at each index of top-level mode `dim`, that mode removed: views
@@ -103,40 +104,4 @@ impl Operation for Unbind {
         }
         Ok(vec![Some(da)])
     }
-}
-
-/// Copies `src` into `dst`, a view of a buffer no one else holds, run by run when both are
-/// CPU tensors of one layout (a cotangent the engine had laid out like the slice); answers
-/// whether it did. Taking `dst`'s write lock while reading `src` cannot deadlock: no other
-/// thread can reach `dst`.
-fn copy_like(dst: &Tensor, src: &Tensor) -> Result<bool> {
-    let (Ok(d), Ok(s)) = (dst.carrier(), src.carrier()) else {
-        return Ok(false);
-    };
-    // as_cpu: a slot-for-slot copy between storages of one layout, which the kernel layer's
-    // logical-order access cannot express; other carrier classes take the caller's copy
-    let (Some(d), Some(_)) = (d.as_cpu(), s.as_cpu()) else {
-        return Ok(false);
-    };
-    if src.subtensor_count() != 1 || src.layout() != dst.layout() || d.id() == s.id() {
-        return Ok(false);
-    }
-    let layout = dst.layout();
-    let (to, end) = (dst.offset(), dst.offset() + layout.cosize());
-    crate::kernel::read::<f32, _>(src, |e| {
-        let (data, from) = e.storage();
-        d.with_slice_mut::<f32, _>(|out| {
-            let (Some(out), Some(data)) = (out.get_mut(to..end), data.get(from..)) else {
-                crate::error::bail!(Runtime, "unbind: a slice lies outside its buffer");
-            };
-            layout.for_each_run(|start, len, stride| {
-                if stride == 1 {
-                    out[start..start + len].copy_from_slice(&data[start..start + len]);
-                } else {
-                    (0..len).for_each(|k| out[start + k * stride] = data[start + k * stride]);
-                }
-            });
-            Ok(true)
-        })
-    })?
 }

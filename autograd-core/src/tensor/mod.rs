@@ -10,10 +10,6 @@ pub(crate) mod construct;
 pub(crate) mod handle;
 pub(crate) mod view;
 
-// The element types' old path: `kernel/` files still name `scalar` through `tensor` (they are
-// re-pathed when the kernel work in progress lands).
-pub(crate) use crate::storage::scalar;
-
 use std::fmt;
 use std::sync::Arc;
 

@@ -1,18 +1,18 @@
 //! Flash-style causal attention: the context only, computed block by block with an online
 //! softmax; backward keeps just the per-row logsumexp `[B, H, T]` (plus q, k, v and the context)
 //! and recomputes each probability tile from it.
-// The per-head kernels are inlined into the ISA wrappers that `dispatch!` generates.
+// The per-head kernels are inlined into the ISA wrappers that `simd!` generates.
 #![allow(clippy::inline_always)]
 
-use autograd_core::{differentiable, Result, Tensor};
+use autograd_core::kernel::Madd;
+use autograd_core::{differentiable, simd, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
     for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, zeroed,
     HeadGrads, Input, Scratch, Want,
 };
-use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, Tri, BLOCK};
+use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32) without materialising the
 /// `T x T` probabilities: `softmax(scale · q kᵀ + causal mask) v`, `scale` defaulting to
@@ -137,8 +137,8 @@ fn backward(
     ))
 }
 
-dispatch!(fn forward_head(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
-dispatch!(fn backward_head(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
+simd!(fn forward_head(g: &Dims, o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
+simd!(fn backward_head(g: &Dims, grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
 
 /// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, the key blocks up
 /// to the diagonal with a running row maximum `m` and normaliser `l` (the online softmax), then
@@ -309,7 +309,7 @@ fn backward_kernel<M: Madd>(
 mod tests {
     use super::*;
     use crate::attention::head::{pack_rows, pack_transposed};
-    use crate::attention::tile::{Fused, Split};
+    use autograd_core::kernel::{Fused, Split};
 
     /// The kernels compiled for the baseline target (two roundings) and with FMA agree, so
     /// the CPU a run lands on changes results only by rounding.

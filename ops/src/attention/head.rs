@@ -99,10 +99,8 @@ pub(super) struct Input<'a> {
 
 impl<'a> Input<'a> {
     pub fn new(tensor: &'a Tensor) -> Result<Input<'a>> {
-        // as_cpu: only a class test; heads are then read through the kernel layer in place
-        let in_place =
-            tensor.subtensor_count() == 1 && tensor.carrier().is_ok_and(|c| c.as_cpu().is_some());
-        let source = if in_place {
+        // heads of a CPU tensor are read through the kernel layer in place
+        let source = if kernel::is_cpu(tensor) {
             tensor.clone()
         } else {
             tensor.contiguous()?

@@ -1,17 +1,17 @@
 //! Materialised causal attention: the context and the full `T x T` probabilities per head (two
 //! differentiable outputs); backward reads the probabilities the forward returned.
-// The per-head kernels are inlined into the ISA wrappers that `dispatch!` generates.
+// The per-head kernels are inlined into the ISA wrappers that `simd!` generates.
 #![allow(clippy::inline_always)]
 
-use autograd_core::{differentiable, Result, Tensor};
+use autograd_core::kernel::Madd;
+use autograd_core::{differentiable, simd, Result, Tensor};
 
 use super::geometry::Dims;
 use super::head::{
     for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, HeadGrads,
     Input, Scratch, Want,
 };
-use super::isa::dispatch;
-use super::tile::{self, Coef, Madd, Tri, BLOCK};
+use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32), keeping the
 /// probabilities: returns `(context, probabilities)` where
@@ -156,8 +156,8 @@ struct Cotangents<'a> {
     gp: Option<&'a Input<'a>>,
 }
 
-dispatch!(fn forward_head(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
-dispatch!(fn backward_head(g: &Dims, cot: Cotangents<'_>, grads: HeadGrads<'_>, s: &mut Scratch) -> Result<()> => backward_kernel);
+simd!(fn forward_head(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
+simd!(fn backward_head(g: &Dims, cot: Cotangents<'_>, grads: HeadGrads<'_>, s: &mut Scratch) -> Result<()> => backward_kernel);
 
 /// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, its scores
 /// against every visible key block in a `BLOCK x T_p` panel, an exact softmax per row, then the

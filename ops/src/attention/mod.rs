@@ -4,13 +4,13 @@
 //! the context only, keeps one logsumexp per row and recomputes probabilities block by block.
 //!
 //! Layout: `geometry.rs` validates the inputs and holds the sizes, `tile.rs` the tile
-//! arithmetic, `isa.rs` the run-time choice of vector instructions, `head.rs` the per-head
-//! buffers and the split of heads across threads, and one file per form holds its op.
+//! arithmetic, `head.rs` the per-head buffers and the split of heads across threads, and one
+//! file per form holds its op; the kernel layer's `simd!` picks the vector instructions at run
+//! time.
 
 mod flash;
 mod geometry;
 mod head;
-mod isa;
 mod materialised;
 mod tile;
 

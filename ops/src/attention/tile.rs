@@ -2,12 +2,14 @@
 //! accumulated into `BLOCK x D` row panels, a vectorisable `exp`, and row reductions.
 //!
 //! Every function here is `#[inline(always)]` and generic over [`Madd`], so that the per-head
-//! kernels instantiated inside a `#[target_feature]` wrapper (`isa.rs`) are compiled, loops and
+//! kernels instantiated inside a `#[target_feature]` wrapper (`simd!`) are compiled, loops and
 //! all, with that wrapper's vector instructions; accumulators are fixed-size arrays the compiler
 //! keeps in registers. Operands are padded to whole blocks by the caller, so no tile has a ragged
 //! edge.
 // The whole point of these helpers is to be inlined into the ISA-specific wrappers.
 #![allow(clippy::inline_always)]
+
+use autograd_core::kernel::Madd;
 
 /// Rows (queries) and columns (keys) of one tile. The causal mask follows block boundaries:
 /// a query block sees the key blocks up to and including its own.
@@ -18,34 +20,6 @@ const DC: usize = 32;
 
 /// Half a tile's columns: a score micro-tile is 2 rows by `HALF` columns.
 const HALF: usize = BLOCK / 2;
-
-/// `a * b + c`: fused where the CPU has FMA, two roundings otherwise.
-pub(super) trait Madd {
-    fn madd(a: f32, b: f32, c: f32) -> f32;
-}
-
-/// `f32::mul_add`, for code compiled with FMA enabled (a single instruction there).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Fused;
-
-/// `a * b + c` with two roundings, for CPUs without FMA (where `mul_add` is a library call).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Split;
-
-impl Madd for Fused {
-    #[inline(always)]
-    fn madd(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
-}
-
-impl Madd for Split {
-    #[inline(always)]
-    fn madd(a: f32, b: f32, c: f32) -> f32 {
-        a * b + c
-    }
-}
 
 /// `s[r][c] = Σ_x a[r·d + x] · bt[x·ldb + c]` for `r, c < BLOCK`: the scores of a block of
 /// rows of `a` (`BLOCK x d`, row-major) against `BLOCK` columns of a transposed operand `bt`
@@ -261,6 +235,7 @@ pub(super) fn dot<M: Madd>(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autograd_core::kernel::Split;
 
     #[test]
     fn exp_is_close_to_std_over_the_range_softmax_uses() {

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use autograd_core::kernel::exp_f32;
+use autograd_core::kernel::{
+    exp_f32, lane_sum, log_sum_exp_shifted, per_row, read_rows, row, row_max, write_rows,
+};
 use autograd_core::{differentiable, ensure, simd, Captured, Layout, Result, Tensor};
 
-use super::float::{log_sum_exp_shifted, row_max};
-use super::row::{lane_sum, per_row, read_rows, row, write_rows};
 use super::target::class_targets;
-
 /// The options of [`cross_entropy`], PyTorch's keyword arguments (the reduction is always the
 /// mean). `Default` ignores no target and does not smooth.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
-use autograd_core::kernel::alloc;
+use autograd_core::kernel::{
+    alloc, column_sums, lane_sum, map_rows_along, per_row, read_row_pair, read_rows, row,
+    write_rows, Rows,
+};
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
-
-use super::row::{column_sums, lane_sum, per_row, read_row_pair, read_rows, row, write_rows, Rows};
 
 /// Refuses a tensor that is not Float32 (`Error::Type`).
 fn ensure_f32(what: &str, t: &Tensor) -> Result<()> {
@@ -165,11 +166,8 @@ pub fn layer_norm(
     let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
     let w = values_or(weight, rows, 1.0)?;
     let b = values_or(bias, rows, 0.0)?;
-    read_rows::<f32, _>(x, rows, |e| {
-        write_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
-            let xr = row(&e, k, n, buf);
-            simd!(normalised_row(out, xr, (&w, &b), stats[k]));
-        })
+    map_rows_along::<f32, f32>(x, rows, |k, xr, out| {
+        simd!(normalised_row(out, xr, (&w, &b), stats[k]));
     })
 }
 

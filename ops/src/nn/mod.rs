@@ -1,15 +1,14 @@
 //! The network ops a training loop needs beyond the tensor ops: `softmax` and `log_softmax`,
 //! `layer_norm` and its [`LayerNorm`] layer, the losses (`cross_entropy`, `nll_loss`,
 //! `mse_loss`) and `dropout`. Every op is written with `#[differentiable]` over the kernel
-//! layer; the row-wise ones share the row kernels of `row`.
+//! layer; the row-wise ones share the kernel layer's row kernels (`kernel::read_rows` and the
+//! rest of the `map_rows` family).
 
 mod cross_entropy;
 mod dropout;
-mod float;
 mod layer;
 mod layer_norm;
 mod loss;
-mod row;
 mod softmax;
 mod target;
 

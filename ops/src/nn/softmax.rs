@@ -8,21 +8,22 @@
 // The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
 #![allow(clippy::inline_always)]
 
+use autograd_core::kernel::{
+    lane_sum, log_sum_exp_shifted, map_rows_along, read_row_pair, row, row_max, sum_f64,
+    write_rows, Real, Rows,
+};
 use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
 
-use super::float::{log_sum_exp_shifted, row_max, sum_f64, Float};
-use super::row::{lane_sum, read_row_pair, read_rows, row, write_rows, Rows};
-
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
-fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+fn softmax_row<T: Real>(x: &[T], out: &mut [T]) {
     simd!(softmax_body(x, out));
 }
 
 #[inline(always)]
-fn softmax_body<T: Float>(x: &[T], out: &mut [T]) {
+fn softmax_body<T: Real>(x: &[T], out: &mut [T]) {
     let m = row_max(x);
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = (v - m).exp();
+        *o = (v - m).exp_();
     }
     let inv = T::from_f64(1.0 / sum_f64(out));
     for o in out.iter_mut() {
@@ -31,12 +32,12 @@ fn softmax_body<T: Float>(x: &[T], out: &mut [T]) {
 }
 
 /// `x - max - ln sum e^(x - max)` for every element of a row, written into `out`.
-fn log_softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+fn log_softmax_row<T: Real>(x: &[T], out: &mut [T]) {
     simd!(log_softmax_body(x, out));
 }
 
 #[inline(always)]
-fn log_softmax_body<T: Float>(x: &[T], out: &mut [T]) {
+fn log_softmax_body<T: Real>(x: &[T], out: &mut [T]) {
     let m = row_max(x);
     let lse = T::from_f64(log_sum_exp_shifted(x, m));
     for (o, &v) in out.iter_mut().zip(x) {
@@ -63,10 +64,8 @@ fn log_softmax_gradient_row(g: &[f32], y: &[f32], out: &mut [f32]) {
 }
 
 /// `kernel(row, out_row)` for every row of `x` along `axis`, for one element type.
-fn rows_of<T: Float>(x: &Tensor, rows: Rows, kernel: fn(&[T], &mut [T])) -> Result<Tensor> {
-    read_rows::<T, _>(x, rows, |e| {
-        write_rows::<T, Vec<T>>(x, rows, |k, buf, out| kernel(row(&e, k, rows.n, buf), out))
-    })
+fn rows_of<T: Real>(x: &Tensor, rows: Rows, kernel: fn(&[T], &mut [T])) -> Result<Tensor> {
+    map_rows_along::<T, T>(x, rows, |_, row, out| kernel(row, out))
 }
 
 /// [`rows_of`] dispatched on `x`'s dtype (Float32 or Float64).

@@ -1,9 +1,8 @@
 //! Class targets of the classification losses: Int32 (or Int64) indices, one per row of the
 //! class axis (axis 1 of `[N, C, d1, ...]`), checked before anything is computed.
 
+use autograd_core::kernel::Rows;
 use autograd_core::{bail, ensure, DType, Result, Tensor};
-
-use super::row::Rows;
 
 /// The checked targets of one loss call: per row of the class axis, its class, or `None` for
 /// a row whose target is `ignore_index`.

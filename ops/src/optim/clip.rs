@@ -2,7 +2,7 @@
 
 use autograd_core::{ensure, kernel, no_grad, DType, Result, Tensor};
 
-use super::update::{on_cpu, undo_writes};
+use super::update::undo_writes;
 
 /// Scales the parameters' `.grad` in place so that their global L2 norm (over every element
 /// of every present `.grad`) is at most `max_norm`, and returns the norm before clipping.
@@ -65,7 +65,7 @@ pub fn clip_grad_norm_of(grads: &[Option<Tensor>], max_norm: f32) -> Result<f32>
         // and when one does, the gradients scaled before it get their values back (kept
         // before the first write). Scaling is elementwise, so the order changes nothing.
         let (other, cpu): (Vec<&Tensor>, Vec<&Tensor>) =
-            present.iter().copied().partition(|g| !on_cpu(g));
+            present.iter().copied().partition(|g| !kernel::is_cpu(g));
         let mut olds = other
             .iter()
             .map(|g| g.values::<f32>())

@@ -1,10 +1,10 @@
 //! The in-place update kernel the optimizers share. A parameter's elements are updated through
-//! one exclusive typed access to its storage (one version bump), walked in logical order
-//! beside its gradient's and the optimizer's per-element state, and split across threads
-//! above a size.
+//! one exclusive typed access to its storage ([`kernel::update`]: one version bump), walked in
+//! logical order beside its gradient's and the optimizer's per-element state, and split across
+//! threads above a size.
 
 use autograd_core::kernel::alloc;
-use autograd_core::{bail, kernel, no_grad, Result, Tensor};
+use autograd_core::{kernel, no_grad, Result, Tensor};
 
 /// Matching stretches of a parameter, its gradient and `K` state buffers, in logical order.
 struct Slots<'a, const K: usize> {
@@ -87,68 +87,15 @@ where
         Ok(())
     })??;
     let grad: &[f32] = scratch;
-    let (layout, off) = (param.layout(), param.offset());
-    // as_cpu: the update writes the parameter's storage in place, which the kernel layer
-    // (fresh results only) does not do; other classes take the copy below
-    let Some(cpu) = param.carrier()?.as_cpu() else {
-        // Another carrier class: compute in logical order, then one public copy (one bump).
-        let mut values = param.values::<f32>()?;
+    kernel::update::<f32, _>(param, |values| {
         Slots {
-            param: &mut values,
+            param: values,
             grad,
             state,
         }
         .run(&f);
-        return param.copy_from(&Tensor::from_vec(values, param.shape().clone())?);
-    };
-    cpu.with_slice_mut::<f32, _>(|data| {
-        if n == 0 {
-            return Ok(());
-        }
-        let Some(storage) = off
-            .checked_add(layout.cosize())
-            .and_then(|end| data.get_mut(off..end))
-        else {
-            bail!(
-                Runtime,
-                "parameter layout {layout} at offset {off} does not fit its carrier of {} elements",
-                data.len()
-            );
-        };
-        if layout.is_row_major_contiguous() {
-            // storage order is logical order: update the slice itself
-            Slots {
-                param: &mut storage[..n],
-                grad,
-                state,
-            }
-            .run(&f);
-        } else {
-            // a strided parameter: gather in logical order, update, scatter back
-            let mut values = alloc::with_capacity(n)?;
-            layout.for_each_offset(|o| values.push(storage[o]));
-            Slots {
-                param: &mut values,
-                grad,
-                state,
-            }
-            .run(&f);
-            let mut it = values.into_iter();
-            layout.for_each_offset(|o| {
-                if let Some(v) = it.next() {
-                    storage[o] = v;
-                }
-            });
-        }
         Ok(())
     })
-}
-
-/// Whether `t`'s storage is of the CPU class, whose in-place update cannot fail once the
-/// step's checks passed.
-pub(crate) fn on_cpu(t: &Tensor) -> bool {
-    // as_cpu: only a class test
-    t.carrier().is_ok_and(|c| c.as_cpu().is_some())
 }
 
 /// `e`, the failure of `what`, after writing each tensor written before it its old values
@@ -188,7 +135,7 @@ pub(crate) fn step_all<S: Clone>(
     let stepped: Vec<usize> = (0..params.len())
         .filter(|&i| grads.get(i).is_some_and(Option::is_some))
         .collect();
-    if stepped.iter().all(|&i| on_cpu(&params[i])) {
+    if stepped.iter().all(|&i| kernel::is_cpu(&params[i])) {
         for &i in &stepped {
             step(i, &mut state[i])?;
         }

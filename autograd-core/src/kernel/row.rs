@@ -1,21 +1,38 @@
-//! Rows for the row-wise network kernels (softmax, normalisation, losses): a row is the run of
-//! elements along one axis, or over the trailing axes, read from any layout (transposed,
-//! sliced, broadcast) through the kernel layer and written into a compact row-major result,
-//! rows split across threads above the kernel layer's threshold.
+//! The `map_rows` family: row-wise kernels (softmax, normalisation, losses, a bias per row). A
+//! row is the run of elements along one axis, or over the trailing axes ([`Rows`]), read from
+//! any layout (transposed, sliced, broadcast) and written into a compact row-major result, rows
+//! split across threads above [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD).
+//!
+//! [`map_rows`] and [`map_rows_along`] are the whole of a row map; a kernel that reads two
+//! tensors' rows, skips rows or returns per-row values builds on the parts: [`read_rows`] or
+//! [`read_row_pair`], [`row`], then [`write_rows`], [`per_row`] or [`column_sums`].
+//!
+//! ```
+//! use autograd_core::{kernel, shape, Tensor};
+//! let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();
+//! // each column (a row along axis 0), scaled by its index
+//! let rows = kernel::Rows::along("scale", &a.dims(), 0).unwrap();
+//! let y = kernel::map_rows_along(&a, rows, |k, x: &[f32], out: &mut [f32]| {
+//!     out.iter_mut().zip(x).for_each(|(o, &v)| *o = v * k as f32);
+//! })
+//! .unwrap();
+//! assert_eq!(y.values::<f32>().unwrap(), [0.0, 2.0, 6.0, 0.0, 5.0, 12.0]);
+//! ```
 
-// The per-row arithmetic is `#[inline(always)]` so that `simd!` compiles it into each copy.
-#![allow(clippy::inline_always)]
-
-use autograd_core::kernel::{self, alloc, Elements};
-use autograd_core::{ensure, Element, Layout, Result, Tensor};
-
-/// Elements a parallel task handles at least (as the kernel layer's chunks).
-const TASK: usize = 1 << 13;
+use super::access::{read, read_pair, Elements};
+use super::output::fresh_like;
+use super::parallel::{parallel, CHUNK};
+use super::team::{for_each_chunk_mut, map_tasks};
+use crate::error::{ensure, Result};
+use crate::layout::Layout;
+use crate::storage::allocation::{filled, with_capacity};
+use crate::storage::scalar::Element;
+use crate::tensor::Tensor;
 
 /// How a tensor splits into rows: seen as `[outer, n, inner]`, row `k = o * inner + i` holds
 /// the `n` elements `(o, 0..n, i)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rows {
+pub struct Rows {
     /// Blocks before the row axis.
     pub outer: usize,
     /// Elements in a row.
@@ -43,9 +60,9 @@ impl Rows {
         })
     }
 
-    /// The rows over the last `k <= dims.len()` axes taken together.
+    /// The rows over the last `k` axes taken together (all of them when `k` exceeds the rank).
     pub fn trailing(dims: &[usize], k: usize) -> Rows {
-        let split = dims.len() - k;
+        let split = dims.len().saturating_sub(k);
         Rows {
             outer: dims[..split].iter().product(),
             n: dims[split..].iter().product(),
@@ -54,15 +71,41 @@ impl Rows {
         }
     }
 
+    /// The rows along the last top-level axis of extents `dims` (one row of one element for a
+    /// scalar).
+    pub fn last(dims: &[usize]) -> Rows {
+        Rows::trailing(dims, dims.len().min(1))
+    }
+
     /// The number of rows.
     pub fn count(&self) -> usize {
         self.outer * self.inner
     }
 }
 
-/// Whether work over `elements` is split across threads (the kernel layer's rule).
-pub(crate) fn parallel(elements: usize) -> bool {
-    elements >= kernel::PARALLEL_THRESHOLD && kernel::threads() > 1
+/// `f(row, out_row)` for every row along the last top-level axis of `a` (softmax and
+/// normalisation kernels): `row` is a contiguous slice (gathered when `a` is strided), and
+/// `out_row` the matching row of a compact row-major result of `a`'s shape in fresh storage of
+/// `a`'s carrier class.
+pub fn map_rows<T: Element, U: Element>(
+    a: &Tensor,
+    f: impl Fn(&[T], &mut [U]) + Sync,
+) -> Result<Tensor> {
+    map_rows_along(a, Rows::last(&a.dims()), move |_, row, out| f(row, out))
+}
+
+/// [`map_rows`] for any split into rows: `f(k, row, out_row)` for every row `k` of `a` as
+/// `rows` splits it (a row along an inner axis is gathered, and its result scattered back into
+/// place). The result is compact row-major, of `a`'s shape, in fresh storage of `a`'s carrier
+/// class.
+pub fn map_rows_along<T: Element, U: Element>(
+    a: &Tensor,
+    rows: Rows,
+    f: impl Fn(usize, &[T], &mut [U]) + Sync,
+) -> Result<Tensor> {
+    read_rows::<T, _>(a, rows, |e| {
+        write_rows::<U, Vec<T>>(a, rows, |k, buf, out| f(k, row(&e, k, rows.n, buf), out))
+    })
 }
 
 /// Runs `f` on `e` seen so that row `k` is its logical positions `k n..(k + 1) n`: `e` itself
@@ -79,7 +122,7 @@ fn rows_view<T: Element, R>(
     f: impl FnOnce(Elements<'_, T>) -> Result<R>,
 ) -> Result<R> {
     if e.as_slice().is_none() && rows.count() > 0 {
-        drop(alloc::with_capacity::<T>(rows.n)?);
+        drop(with_capacity::<T>(rows.n)?);
     }
     match rows.axis {
         Some(axis) if rows.inner > 1 => {
@@ -94,29 +137,32 @@ fn rows_view<T: Element, R>(
 }
 
 /// Runs `f` on the elements of `t` (as `T`) seen with consecutive rows (see [`row`]).
-pub(crate) fn read_rows<T: Element, R>(
+pub fn read_rows<T: Element, R>(
     t: &Tensor,
     rows: Rows,
     f: impl FnOnce(Elements<'_, T>) -> Result<R>,
 ) -> Result<R> {
-    kernel::read::<T, _>(t, |e| rows_view(e, rows, f))?
+    read::<T, _>(t, |e| rows_view(e, rows, f))?
 }
 
 /// [`read_rows`] for two tensors of one shape at once.
-pub(crate) fn read_row_pair<T: Element, U: Element, R>(
+pub fn read_row_pair<T: Element, U: Element, R>(
     a: &Tensor,
     b: &Tensor,
     rows: Rows,
     f: impl FnOnce(Elements<'_, T>, Elements<'_, U>) -> Result<R>,
 ) -> Result<R> {
-    kernel::read_pair::<T, U, _>(a, b, |ea, eb| {
+    read_pair::<T, U, _>(a, b, |ea, eb| {
         rows_view(ea, rows, move |ea| rows_view(eb, rows, move |eb| f(ea, eb)))
     })?
 }
 
 /// Row `k` (`n` elements) of `e`, whose layout puts rows consecutively: borrowed when `e` is
 /// one slice, else gathered into `buf` (a size [`read_rows`] has checked can be allocated).
-pub(crate) fn row<'a: 'r, 'r, T: Element>(
+///
+/// # Panics
+/// When row `k` reaches past `e`'s elements, as slice indexing does.
+pub fn row<'a: 'r, 'r, T: Element>(
     e: &Elements<'a, T>,
     k: usize,
     n: usize,
@@ -131,14 +177,14 @@ pub(crate) fn row<'a: 'r, 'r, T: Element>(
 }
 
 /// A compact row-major tensor of `like`'s shape in fresh storage of `like`'s carrier class,
-/// whose row `k` (as `rows` splits the shape) `f(k, scratch, out_row)` writes; `scratch` is
-/// per-thread state for gathering input rows.
-pub(crate) fn write_rows<V: Element, S: Default + Send>(
+/// whose row `k` (as `rows`, made from that shape, splits it) `f(k, scratch, out_row)` writes;
+/// `scratch` is per-thread state for gathering input rows.
+pub fn write_rows<V: Element, S: Default + Send>(
     like: &Tensor,
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
 ) -> Result<Tensor> {
-    kernel::fresh_like::<V>(like, |out| {
+    fresh_like::<V>(like, |out| {
         let Rows { n, inner, .. } = rows;
         if n == 0 || out.is_empty() {
             return Ok(());
@@ -149,7 +195,7 @@ pub(crate) fn write_rows<V: Element, S: Default + Send>(
         }
         // Rows along an inner axis are strided in the result: compute them consecutively,
         // then transpose every `[inner, n]` block into its `[n, inner]` place.
-        let mut tmp = alloc::filled(out.len(), V::default())?;
+        let mut tmp = filled(out.len(), V::default())?;
         each_row(&mut tmp, n, &f);
         let block = n * inner;
         let transpose = |(o, t): (&mut [V], &[V])| {
@@ -160,7 +206,7 @@ pub(crate) fn write_rows<V: Element, S: Default + Send>(
             }
         };
         if parallel(out.len()) {
-            kernel::for_each_chunk_mut(out, block, |k, o| {
+            for_each_chunk_mut(out, block, |k, o| {
                 transpose((o, &tmp[k * block..(k + 1) * block]));
             });
         } else {
@@ -179,9 +225,9 @@ fn each_row<V: Element, S: Default + Send>(
     f: &(impl Fn(usize, &mut S, &mut [V]) + Sync),
 ) {
     if parallel(out.len()) {
-        // a task takes whole rows, at least TASK elements of them
-        let rows = (TASK / n).max(1);
-        kernel::for_each_chunk_mut(out, rows * n, |t, block| {
+        // a task takes whole rows, at least CHUNK elements of them
+        let rows = (CHUNK / n).max(1);
+        for_each_chunk_mut(out, rows * n, |t, block| {
             let mut s = S::default();
             for (j, o) in block.chunks_mut(n).enumerate() {
                 f(t * rows + j, &mut s, o);
@@ -197,15 +243,15 @@ fn each_row<V: Element, S: Default + Send>(
 
 /// `f(k, scratch)` for every row `k` of `rows`, in order, in parallel above the threshold:
 /// per-row statistics and losses. `Error::Value` when the results cannot be allocated.
-pub(crate) fn per_row<R: Send, S: Default + Send>(
+pub fn per_row<R: Send, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S) -> R + Sync,
 ) -> Result<Vec<R>> {
     let count = rows.count();
-    let mut out = alloc::with_capacity(count)?;
+    let mut out = with_capacity(count)?;
     if parallel(count.saturating_mul(rows.n)) {
-        let per = (TASK / rows.n.max(1)).max(1);
-        let parts = kernel::map_tasks(count.div_ceil(per), |t| {
+        let per = (CHUNK / rows.n.max(1)).max(1);
+        let parts = map_tasks(count.div_ceil(per), |t| {
             let mut s = S::default();
             (t * per..((t + 1) * per).min(count))
                 .map(|k| f(k, &mut s))
@@ -219,58 +265,30 @@ pub(crate) fn per_row<R: Send, S: Default + Send>(
     Ok(out)
 }
 
-/// `Σ f(a[i], b[i])` over two slices of one length: eight f32 lanes within blocks of
-/// [`LANE_BLOCK`] elements (so it vectorises), the block sums added in f64 (so long rows keep
-/// their precision).
-#[inline(always)]
-pub(crate) fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
-    let mut total = 0.0f64;
-    for (ab, bb) in a.chunks(LANE_BLOCK).zip(b.chunks(LANE_BLOCK)) {
-        let mut lanes = [0.0f32; 8];
-        let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
-        for (x, y) in (&mut ca).zip(&mut cb) {
-            for l in 0..8 {
-                lanes[l] += f(x[l], y[l]);
-            }
-        }
-        let tail: f32 = ca
-            .remainder()
-            .iter()
-            .zip(cb.remainder())
-            .map(|(&x, &y)| f(x, y))
-            .sum();
-        total += f64::from(tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
-    }
-    total
-}
-
-/// Elements per block of [`lane_sum`]: each f32 lane adds at most 32 terms.
-const LANE_BLOCK: usize = 256;
-
 /// Per-column sums over every row: `f(k, scratch, acc)` adds row `k`'s contribution into
 /// `acc` (of length `width`); partial sums of row ranges are added up across threads.
 /// `Error::Value` when `width` sums cannot be allocated.
-pub(crate) fn column_sums<S: Default + Send>(
+pub fn column_sums<S: Default + Send>(
     rows: Rows,
     width: usize,
     f: impl Fn(usize, &mut S, &mut [f64]) + Sync,
 ) -> Result<Vec<f64>> {
     let count = rows.count();
-    let per_task = (TASK / rows.n.max(1)).max(1);
+    let per_task = (CHUNK / rows.n.max(1)).max(1);
     let range = |lo: usize, hi: usize| -> Result<Vec<f64>> {
         let mut s = S::default();
-        let mut acc = alloc::filled(width, 0.0f64)?;
+        let mut acc = filled(width, 0.0f64)?;
         for k in lo..hi {
             f(k, &mut s, &mut acc);
         }
         Ok(acc)
     };
     if parallel(count.saturating_mul(rows.n)) {
-        let partial = kernel::map_tasks(count.div_ceil(per_task), |t| {
+        let partial = map_tasks(count.div_ceil(per_task), |t| {
             range(t * per_task, ((t + 1) * per_task).min(count))
         });
         // added in task order, so the result does not depend on which thread ran what
-        let mut total = alloc::filled(width, 0.0f64)?;
+        let mut total = filled(width, 0.0f64)?;
         for p in partial {
             total.iter_mut().zip(&p?).for_each(|(x, y)| *x += y);
         }
@@ -291,5 +309,8 @@ mod tests {
         let r = Rows::trailing(&[2, 3, 4], 2);
         assert_eq!((r.outer, r.n, r.inner, r.count()), (2, 12, 1, 2));
         assert!(Rows::along("t", &[2], 1).is_err());
+        assert_eq!(Rows::last(&[2, 3, 4]), Rows::trailing(&[2, 3, 4], 1));
+        let r = Rows::last(&[]);
+        assert_eq!((r.outer, r.n, r.inner, r.count()), (1, 1, 1, 1));
     }
 }
