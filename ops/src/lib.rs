@@ -33,11 +33,13 @@ mod attention;
 pub mod data;
 pub mod init;
 pub mod layers;
+pub mod module;
 mod nn;
 pub mod optim;
 
 pub use attention::{causal_attention, flash_causal_attention};
 pub use layers::{Embedding, Linear};
+pub use module::{Field, Module, Role};
 pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
