@@ -4,6 +4,7 @@
 //! digits of the sum are scored. Held-out problems are pairs never seen in training.
 
 use autograd_core::{ensure, no_grad, shape, Result, Rng, Tensor};
+use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{argmax, narrow, AdamW, AdamWConfig, Optimizer};
 
 use crate::transformer::{Config, Transformer};
@@ -194,22 +195,32 @@ pub fn train(
             ..AdamWConfig::default()
         },
     )?;
-    let mut order: Vec<Problem> = train.to_vec();
-    let batch = config.batch.clamp(1, order.len().max(1));
-    let mut next = order.len();
-    for step in 0..config.steps {
-        if next + batch > order.len() {
-            shuffle(&mut order, &mut rng);
-            next = 0;
+    // full batches only, reshuffled every epoch, for as many epochs as the steps take
+    let (ids, targets) = batch(train)?;
+    let loader = DataLoader::new(
+        TensorDataset::new(vec![ids, targets])?,
+        config.batch.clamp(1, train.len()),
+    )?
+    .shuffle(config.seed)
+    .drop_last(true);
+    let (mut step, mut epoch) = (0, 0);
+    while step < config.steps {
+        for fields in loader.epoch(epoch)? {
+            if step == config.steps {
+                break;
+            }
+            let [ids, targets] = <[Tensor; 2]>::try_from(fields?).map_err(|_| {
+                autograd_core::Error::Runtime("an addition batch has two fields".into())
+            })?;
+            let loss = model.loss(&ids, &targets, Some(IGNORE))?;
+            opt.zero_grad()?;
+            loss.backward()?;
+            opt.set_lr(config.lr_at(step))?;
+            opt.step()?;
+            on_step(step, loss.item()?.to_f64());
+            step += 1;
         }
-        let (ids, targets) = self::batch(&order[next..next + batch])?;
-        next += batch;
-        let loss = model.loss(&ids, &targets, Some(IGNORE))?;
-        opt.zero_grad()?;
-        loss.backward()?;
-        opt.set_lr(config.lr_at(step))?;
-        opt.step()?;
-        on_step(step, loss.item()?.to_f64());
+        epoch += 1;
     }
     Ok(model)
 }

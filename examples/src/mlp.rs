@@ -1,8 +1,9 @@
 //! The digits MLP that `train_digits` trains: Linear -> ReLU -> Linear, softmax cross-entropy,
-//! AdamW over shuffled mini-batches. Kept here, outside the example's `main`, so that a smoke
+//! AdamW over mini-batches a `DataLoader` shuffles per epoch. Kept here, outside the example's `main`, so that a smoke
 //! test can run a short training and check that it learns.
 
-use autograd_core::{ensure, no_grad, shape, Result, Rng, Tensor};
+use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
+use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
     argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Optimizer,
 };
@@ -103,17 +104,16 @@ pub fn train(
         },
     )?;
     let mut history = History::default();
-    let mut order: Vec<usize> = (0..train.len()).collect();
+    let (x, y) = train.tensors()?;
+    let loader =
+        DataLoader::new(TensorDataset::new(vec![x, y])?, config.batch)?.shuffle(config.seed);
     for epoch in 0..config.epochs {
-        for i in (1..order.len()).rev() {
-            order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-        }
         let mut total = 0.0;
         let mut batches = 0;
-        for rows in order.chunks(config.batch) {
-            let batch = train.subset(rows)?;
-            let x = Tensor::from_vec(batch.features, shape![rows.len(), FEATURES])?;
-            let y = Tensor::from_vec(batch.labels, shape![rows.len()])?;
+        for batch in loader.epoch(epoch as u64)? {
+            let [x, y] = <[Tensor; 2]>::try_from(batch?).map_err(|_| {
+                autograd_core::Error::Runtime("a digits batch has two fields".into())
+            })?;
             let loss = cross_entropy(&model.forward(&x)?, &y, CrossEntropyOptions::default())?;
             opt.zero_grad()?;
             loss.backward()?;
