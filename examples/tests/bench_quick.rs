@@ -37,7 +37,7 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
         );
     }
     let expected = [
-        "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "W8m", "T1",
+        "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "W8m", "T1", "D1",
     ];
     for w in expected {
         let line = lines
@@ -49,6 +49,15 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
             .unwrap_or_else(|| panic!("{w} has no median_ms: {line}"));
         assert!(median > 0.0 && median.is_finite(), "{line}");
     }
+    let d1 = lines
+        .iter()
+        .find(|l| field(l, "workload").as_deref() == Some("D1"))
+        .copied()
+        .unwrap_or_default();
+    let share: f64 = field(d1, "wait_share")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    assert!((0.0..=1.0).contains(&share), "{d1}");
     let w3 = lines
         .iter()
         .find(|l| field(l, "workload").as_deref() == Some("W3"))
