@@ -122,40 +122,37 @@ fn backward_and_grad_reach_a_node_only_through_vjp() {
     assert_eq!(BATCHES.load(Ordering::SeqCst), 0);
 }
 
+/// Three cotangents of `triple` run as one batched `grad`: the stacked gradients, and how
+/// many one-cotangent and batched calls the node got.
+fn batched_triple(
+    answer: Answer,
+    ones: &'static AtomicUsize,
+    batches: &'static AtomicUsize,
+) -> (Vec<f32>, (usize, usize)) {
+    let x = leaf(&[1.0, -2.0], &[2]);
+    let y = triple(&x, answer, ones, batches).unwrap();
+    let basis = t(&[1.0, 0.0, 0.0, 1.0, 2.0, 5.0], &[3, 2]);
+    let got = grad(&y, &[&x], &basis, BATCHED).unwrap();
+    let calls = (ones.load(Ordering::SeqCst), batches.load(Ordering::SeqCst));
+    (vals(got[0].as_ref().unwrap()), calls)
+}
+
 #[test]
 fn a_batch_reaches_vjp_at_once_when_the_node_serves_it() {
     static ONES: AtomicUsize = AtomicUsize::new(0);
     static BATCHES: AtomicUsize = AtomicUsize::new(0);
-    let x = leaf(&[1.0, -2.0], &[2]);
-    let y = triple(&x, Answer::Triple, &ONES, &BATCHES).unwrap();
-    let basis = t(&[1.0, 0.0, 0.0, 1.0, 2.0, 5.0], &[3, 2]);
-    let got = grad(&y, &[&x], &basis, BATCHED).unwrap();
-    assert_eq!(
-        vals(got[0].as_ref().unwrap()),
-        [3.0, 0.0, 0.0, 3.0, 6.0, 15.0]
-    );
-    assert_eq!(
-        (ONES.load(Ordering::SeqCst), BATCHES.load(Ordering::SeqCst)),
-        (0, 3)
-    );
+    let (got, calls) = batched_triple(Answer::Triple, &ONES, &BATCHES);
+    assert_eq!(got, [3.0, 0.0, 0.0, 3.0, 6.0, 15.0]);
+    assert_eq!(calls, (0, 3));
 }
 
 #[test]
 fn a_node_answering_unbatched_runs_once_per_cotangent() {
     static ONES: AtomicUsize = AtomicUsize::new(0);
     static BATCHES: AtomicUsize = AtomicUsize::new(0);
-    let x = leaf(&[1.0, -2.0], &[2]);
-    let y = triple(&x, Answer::TripleOneAtATime, &ONES, &BATCHES).unwrap();
-    let basis = t(&[1.0, 0.0, 0.0, 1.0, 2.0, 5.0], &[3, 2]);
-    let got = grad(&y, &[&x], &basis, BATCHED).unwrap();
-    assert_eq!(
-        vals(got[0].as_ref().unwrap()),
-        [3.0, 0.0, 0.0, 3.0, 6.0, 15.0]
-    );
-    assert_eq!(
-        (ONES.load(Ordering::SeqCst), BATCHES.load(Ordering::SeqCst)),
-        (3, 0)
-    );
+    let (got, calls) = batched_triple(Answer::TripleOneAtATime, &ONES, &BATCHES);
+    assert_eq!(got, [3.0, 0.0, 0.0, 3.0, 6.0, 15.0]);
+    assert_eq!(calls, (3, 0));
 }
 
 #[test]
