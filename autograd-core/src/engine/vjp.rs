@@ -20,8 +20,8 @@ use crate::layout::Layout;
 use crate::tensor::Tensor;
 
 /// Where one node's gradients go: the traversal's routing, asked which gradients it wants and
-/// handed each one that passed the checks. Both run while the node's saved state is locked,
-/// so neither may touch the node.
+/// handed each one that passed the checks. `wants` and `send` run while the node's saved
+/// state is locked, so neither may touch the node.
 pub(crate) trait Router {
     /// Whether input `j`'s gradient is wanted; asked for every input, in order.
     fn wants(&mut self, j: usize, input: &Tensor) -> bool;
@@ -53,14 +53,14 @@ pub(crate) fn run_vjp(
 ) -> Result<usize> {
     let mask = unmodified_and_wanted(node, router)?;
     router.ready();
-    let written = call(
+    let check = call(
         node,
         step.cotangent,
         step.result.as_deref(),
         mask.get(),
         grads,
     )?;
-    checked_and_sent(node, written, mask.get(), grads, step.claim, router)
+    checked_and_sent(node, check, mask.get(), grads, step.claim, router)
 }
 
 /// Which gradients a VJP must compute, most nodes having at most four inputs.
