@@ -286,6 +286,7 @@ mod attr;
 mod ctxt;
 mod expand;
 mod fallback;
+mod module;
 mod plan;
 mod valid;
 
@@ -296,6 +297,14 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn differentiable(args: TokenStream, input: TokenStream) -> TokenStream {
     differentiable_impl(args.into(), input.into()).into()
+}
+
+/// Implements `Module` and `Field` (of `autograd_ops`) for a struct with named fields, so that
+/// its tensors are found by dotted name and `train`/`eval` reach every submodule. See the
+/// [crate documentation](crate#derivemodule) for the attributes.
+#[proc_macro_derive(Module, attributes(module))]
+pub fn derive_module(input: TokenStream) -> TokenStream {
+    module::derive(input.into()).into()
 }
 
 /// Parse, validate, expand; on any error, the errors plus the item unchanged.

@@ -38,6 +38,9 @@ mod nn;
 pub mod optim;
 
 pub use attention::{causal_attention, flash_causal_attention};
+/// `#[derive(Module)]`: the trait of the same name and this derive are both
+/// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
+pub use autograd_macros::Module;
 pub use layers::{Embedding, Linear};
 pub use module::{Field, Module, Role};
 pub use nn::{
@@ -45,3 +48,10 @@ pub use nn::{
     CrossEntropyOptions, LayerNorm,
 };
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+
+/// What `#[derive(Module)]` expands to refers to; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::module::{join, Field, Module, Role};
+    pub use autograd_core::Tensor;
+}
