@@ -41,7 +41,7 @@ pub use attention::{causal_attention, flash_causal_attention};
 /// `#[derive(Module)]`: the trait of the same name and this derive are both
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
 pub use autograd_macros::Module;
-pub use layers::{Embedding, Linear};
+pub use layers::{Dropout, Embedding, Linear};
 pub use module::{Field, Module, Role};
 pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
