@@ -422,3 +422,23 @@ proptest! {
         prop_assert!(seen.iter().all(|&t| t));
     }
 }
+
+/// The crate path spelled out (as a string, serde's way), and a raw identifier's name
+/// without its `r#`.
+#[derive(Module)]
+#[module(crate = "::autograd_ops")]
+struct Keywords {
+    r#type: Tensor,
+    #[module(rename = "scale")]
+    gain: Tensor,
+}
+
+#[test]
+fn crate_path_rename_and_raw_identifiers() {
+    let t = || Tensor::zeros(shape![2], &DType::Float32).unwrap();
+    let k = Keywords {
+        r#type: t(),
+        gain: t(),
+    };
+    assert_eq!(names(&k.named_parameters()), ["type", "scale"]);
+}

@@ -11,10 +11,10 @@ pub(crate) fn expand(model: &Model<'_>) -> TokenStream {
     let Shape::Named(fields) = &model.shape else {
         return TokenStream::new();
     };
-    let krate = match &model.krate {
-        Some(path) => path.to_token_stream(),
-        None => quote!(::autograd_ops),
-    };
+    let krate = model
+        .krate
+        .as_ref()
+        .map_or_else(|| quote!(::autograd_ops), ToTokens::to_token_stream);
     let p = quote!(#krate::__private);
     let ident = &model.input.ident;
     let generics = bounded(model, fields, &p);

@@ -81,10 +81,16 @@ fn container(cx: &Ctxt, attrs: &[Attribute]) -> Option<Path> {
                 let value = meta.value()?;
                 // `crate = path`, or `crate = "path"` as serde spells it
                 let path = if value.peek(LitStr) {
-                    value.parse::<LitStr>()?.parse::<Path>()?
+                    value.parse::<LitStr>()?.parse::<Path>()
                 } else {
-                    value.parse::<Path>()?
-                };
+                    value.parse::<Path>()
+                }
+                .map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "`crate = ...` takes the path of autograd_ops, as `crate = autograd_ops` or `crate = \"my::reexport\"`",
+                    )
+                })?;
                 if krate.is_some() {
                     cx.error_spanned_by(&meta.path, "duplicate `crate` in #[module(...)]");
                 } else {
