@@ -1,5 +1,6 @@
 //! The `#[differentiable]` attribute of StrideWeave autograd, re-exported as
-//! `autograd_core::differentiable`.
+//! `autograd_core::differentiable`, and [`#[derive(Module)]`](#derivemodule), re-exported as
+//! `autograd_ops::Module`.
 //!
 //! One annotated function holds an operation's forward body **and** its vector-Jacobian
 //! product: the VJP is a nested function named `vjp` inside the forward body. The macro sees
@@ -275,17 +276,81 @@
 //!   `autograd_core`, write `#[differentiable(crate = path::to::autograd_core)]` (a path
 //!   without `__private` is reported at the path).
 //!
+//! # `derive(Module)`
+//!
+//! `#[derive(Module)]`, re-exported as `autograd_ops::Module` (the trait and the derive share
+//! the name), implements `Module` and `Field` for a struct with named fields, so that its
+//! tensors are found by PyTorch's dotted names and `train()`/`eval()` reach every submodule.
+//! Each field is walked through `Field` in declaration order: a `Tensor` is named after its
+//! field, a module's tensors after the field and their own names, `Vec` and array elements are
+//! numbered, an absent `Option` has no tensors and a `Box` is transparent.
+//!
+//! ```
+//! use autograd_core::{Rng, Tensor};
+//! use autograd_ops::{Dropout, LayerNorm, Linear, Module};
+//!
+//! #[derive(Module)]
+//! struct Block {
+//!     norm: LayerNorm,
+//!     mlp: [Linear; 2],
+//!     drop: Dropout,
+//! }
+//!
+//! #[derive(Module)]
+//! struct Model {
+//!     blocks: Vec<Block>,
+//!     #[module(buffer)] // saved, not trained
+//!     mask: Tensor,
+//!     #[module(skip)] // plain data
+//!     name: String,
+//!     #[module(training)] // set by train() and eval()
+//!     training: bool,
+//! }
+//!
+//! # fn main() -> autograd_core::Result<()> {
+//! let mut rng = Rng::new(0);
+//! let block = Block {
+//!     norm: LayerNorm::new(&[4], 1e-5)?,
+//!     mlp: [Linear::new(4, 8, true, &mut rng)?, Linear::new(8, 4, true, &mut rng)?],
+//!     drop: Dropout::new(0.1)?,
+//! };
+//! let mask = Tensor::ones(autograd_core::shape![2, 2], &autograd_core::DType::Float32)?;
+//! let mut model = Model { blocks: vec![block], mask, name: "tiny".into(), training: true };
+//! let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names[..3], ["blocks.0.norm.weight", "blocks.0.norm.bias", "blocks.0.mlp.0.weight"]);
+//! assert_eq!(model.named_buffers()[0].0, "mask");
+//! model.eval();
+//! assert!(!model.training && !model.blocks[0].drop.is_training());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Field keys, in `#[module(...)]`: `skip` (not walked: plain data, any type), `buffer` (the
+//! field's tensors are buffers, `Role::Buffer`, also every tensor of a module in it),
+//! `training` (a `bool` field `set_training` writes the mode into; one per struct) and
+//! `rename = "name"` (the field's name in dotted paths; non-empty, no `.`). On the struct,
+//! `#[module(crate = path)]` says where the generated code finds `autograd_ops` (default
+//! `::autograd_ops`; the ops crate derives its own layers with `crate = crate`). A type
+//! parameter that a walked field's type mentions gets a `Field` bound. Compile errors, each at
+//! the user's field or key: a tuple struct, unit struct, enum or union; a walked field whose
+//! type is not a `Field` (reported at the type: mark plain data `skip`); an unknown or repeated
+//! key; `skip` with `buffer`; `training` on a type not spelled `bool`, with another key, or on
+//! two fields; a `rename` on a skipped field, or one that is empty or holds a dot; two walked
+//! fields under one name.
+//!
 //! Layout: `lib.rs` parses, validates and expands; `ast.rs` builds a typed model of the item,
 //! `attr.rs` parses the attribute's arguments, `valid.rs` holds every rule (those of the nested
 //! VJP in `valid/vjp.rs`), `plan.rs` resolves every input and VJP parameter once, `expand/`
 //! holds one generator per emitted item and `fallback.rs` emits the errors plus the untouched
-//! item.
+//! item. `module/` is the derive, in the same three steps: `parse.rs`, `validate.rs` and
+//! `expand.rs`.
 
 mod ast;
 mod attr;
 mod ctxt;
 mod expand;
 mod fallback;
+mod module;
 mod plan;
 mod valid;
 
@@ -296,6 +361,14 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn differentiable(args: TokenStream, input: TokenStream) -> TokenStream {
     differentiable_impl(args.into(), input.into()).into()
+}
+
+/// Implements `Module` and `Field` (of `autograd_ops`) for a struct with named fields, so that
+/// its tensors are found by dotted name and `train`/`eval` reach every submodule. See the
+/// [crate documentation](crate#derivemodule) for the attributes.
+#[proc_macro_derive(Module, attributes(module))]
+pub fn derive_module(input: TokenStream) -> TokenStream {
+    module::derive(input.into()).into()
 }
 
 /// Parse, validate, expand; on any error, the errors plus the item unchanged.

@@ -27,6 +27,38 @@
 //! # Ok::<(), autograd_core::Error>(())
 //! ```
 
+//!
+//! # Modules
+//!
+//! A model is a struct deriving [`Module`] (the trait and its derive share the name): its
+//! tensors are then found by PyTorch's dotted names and `train()`/`eval()` reach every layer.
+//! The layers here ([`Linear`], [`Embedding`], [`LayerNorm`], [`Dropout`]) are modules; fields
+//! may also be tensors and `Vec`s, arrays, `Option`s and `Box`es of them. `#[module(skip)]`
+//! marks plain data, `#[module(buffer)]` tensors saved but not trained, `#[module(training)]`
+//! a `bool` that follows the mode and `#[module(rename = "name")]` another name (the
+//! attributes in full: `autograd_macros`' documentation).
+//!
+//! ```
+//! use autograd_core::Rng;
+//! use autograd_ops::{Dropout, Linear, Module};
+//!
+//! #[derive(Module)]
+//! struct Mlp {
+//!     layers: Vec<Linear>,
+//!     drop: Dropout,
+//! }
+//!
+//! let mut rng = Rng::new(0);
+//! let layers = vec![Linear::new(4, 8, true, &mut rng)?, Linear::new(8, 2, false, &mut rng)?];
+//! let mut mlp = Mlp { layers, drop: Dropout::new(0.1)? };
+//! let names: Vec<String> = mlp.named_parameters().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["layers.0.weight", "layers.0.bias", "layers.1.weight"]);
+//! assert_eq!(mlp.num_parameters(), 4 * 8 + 8 + 8 * 2);
+//! mlp.eval();
+//! assert!(!mlp.drop.is_training());
+//! # Ok::<(), autograd_core::Error>(())
+//! ```
+
 pub use autograd_core::ops::*;
 
 mod attention;
@@ -38,10 +70,20 @@ mod nn;
 pub mod optim;
 
 pub use attention::{causal_attention, flash_causal_attention};
-pub use layers::{Embedding, Linear};
+/// `#[derive(Module)]`: the trait of the same name and this derive are both
+/// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
+pub use autograd_macros::Module;
+pub use layers::{Dropout, Embedding, Linear};
 pub use module::{Field, Module, Role};
 pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
 };
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+
+/// What `#[derive(Module)]` expands to refers to; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::module::{join, Field, Module, Role};
+    pub use autograd_core::Tensor;
+}

@@ -8,4 +8,6 @@ fn ui() {
     t.compile_fail("ui/macro/*.rs");
     // What Rust's types rule out where the spec's Python raises at run time.
     t.compile_fail("ui/engine/*.rs");
+    // Misuses of #[derive(Module)]: spanned at the field or key, in the user's terms.
+    t.compile_fail("ui/module/*.rs");
 }

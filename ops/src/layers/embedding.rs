@@ -2,11 +2,11 @@
 
 use autograd_core::{ensure, ops::embedding, shape, DType, Result, Rng, Tensor};
 
-use crate::init;
+use crate::{init, Module};
 
 /// A lookup table `weight` of shape `[num_embeddings, embedding_dim]`: `forward(ids)` gives
 /// the rows of Int32 `ids`, shape `[..ids, embedding_dim]`. A repeated id's rows add their
-/// gradients into its one row of the table.
+/// gradients into its one row of the table. A [`Module`] with one tensor, `weight`.
 ///
 /// ```
 /// use autograd_core::{shape, Rng, Tensor};
@@ -15,7 +15,8 @@ use crate::init;
 /// let ids = Tensor::from_vec(vec![1i32, 7, 1], shape![3]).unwrap();
 /// assert_eq!(table.forward(&ids).unwrap().dims(), [3, 4]);
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Module)]
+#[module(crate = crate)]
 pub struct Embedding {
     weight: Tensor,
 }

@@ -2,10 +2,11 @@
 
 use autograd_core::{ensure, ops::linear, shape, DType, Result, Rng, Tensor};
 
-use crate::init;
+use crate::{init, Module};
 
 /// A fully connected layer: `weight` of shape `[out, in]` and an optional `bias` of shape
-/// `[out]`, applied to the last axis of its input.
+/// `[out]`, applied to the last axis of its input. A [`Module`]: its tensors are named `weight` and
+/// `bias`, as in PyTorch.
 ///
 /// ```
 /// use autograd_core::{shape, Rng, Tensor};
@@ -15,7 +16,8 @@ use crate::init;
 /// assert_eq!(y.dims(), [4, 2]);
 /// assert_eq!(layer.parameters().len(), 2);
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Module)]
+#[module(crate = crate)]
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,

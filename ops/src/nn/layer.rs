@@ -4,15 +4,19 @@
 use autograd_core::{ensure, DType, Result, Shape, Tensor};
 
 use super::layer_norm::layer_norm;
+use crate::Module;
 
 /// A layer normalisation over trailing axes of shape `normalized_shape`, owning its affine
 /// `weight` (ones) and `bias` (zeros), as PyTorch's `nn.LayerNorm` initialises them. The
 /// parameters are Float32 leaves, so they are differentiable and collect `.grad` through
 /// `backward`; an optimizer updates them in place through the handles [`LayerNorm::parameters`]
-/// returns.
-#[derive(Debug)]
+/// returns. A [`Module`] with tensors `weight` and `bias`, as in PyTorch.
+#[derive(Debug, Module)]
+#[module(crate = crate)]
 pub struct LayerNorm {
+    #[module(skip)]
     normalized_shape: Vec<usize>,
+    #[module(skip)]
     eps: f32,
     weight: Tensor,
     bias: Tensor,

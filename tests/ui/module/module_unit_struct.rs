@@ -1,0 +1,6 @@
+use autograd_ops::Module;
+
+#[derive(Module)]
+struct Nothing;
+
+fn main() {}
