@@ -88,6 +88,11 @@ pub trait Module {
 
 /// A value a module field may hold: a tensor, a module, or a `Vec`, array, `Option` or `Box`
 /// of them. `#[derive(Module)]` walks each field through this trait.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a field of a `#[derive(Module)]` struct",
+    label = "not a tensor, a module, or a Vec/array/Option/Box of them",
+    note = "mark plain data `#[module(skip)]`"
+)]
 pub trait Field {
     /// Calls `f` for every tensor under `path`; a tensor reports itself with `role` (the
     /// field's: a parameter unless marked `#[module(buffer)]`).
