@@ -36,6 +36,7 @@ pub mod layers;
 pub mod module;
 mod nn;
 pub mod optim;
+pub mod persist;
 
 pub use attention::{causal_attention, flash_causal_attention};
 pub use layers::{Embedding, Linear};
