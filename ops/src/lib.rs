@@ -68,6 +68,7 @@ pub mod layers;
 pub mod module;
 mod nn;
 pub mod optim;
+pub mod persist;
 
 pub use attention::{causal_attention, flash_causal_attention};
 /// `#[derive(Module)]`: the trait of the same name and this derive are both

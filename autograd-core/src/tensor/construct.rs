@@ -46,6 +46,46 @@ impl Rng {
         }
     }
 
+    /// The whole state, to resume the stream later with [`Rng::from_state`]: the four
+    /// xoshiro words, then 1 and the bits of the cached Box–Muller normal, or 0 and 0.
+    ///
+    /// ```
+    /// use autograd_core::Rng;
+    /// let mut a = Rng::new(3);
+    /// a.normal();
+    /// let mut b = Rng::from_state(a.state()).unwrap();
+    /// assert_eq!(a.normal().to_bits(), b.normal().to_bits());
+    /// assert_eq!(a.next_u64(), b.next_u64());
+    /// ```
+    pub fn state(&self) -> [u64; 6] {
+        let [s0, s1, s2, s3] = self.state;
+        let (has, bits) = self.spare.map_or((0, 0), |z| (1, z.to_bits()));
+        [s0, s1, s2, s3, has, bits]
+    }
+
+    /// The generator [`Rng::state`] described. A state whose four words are all zero (which
+    /// xoshiro never leaves) or whose flag is not 0 or 1 is `Error::Value`.
+    pub fn from_state(state: [u64; 6]) -> Result<Rng> {
+        let [s0, s1, s2, s3, has, bits] = state;
+        ensure!(
+            [s0, s1, s2, s3] != [0; 4],
+            Value,
+            "an Rng state of four zero words is not reachable from a seed"
+        );
+        let spare = match has {
+            0 => None,
+            1 => Some(f64::from_bits(bits)),
+            other => bail!(
+                Value,
+                "the spare-normal flag of an Rng state must be 0 or 1, got {other}"
+            ),
+        };
+        Ok(Rng {
+            state: [s0, s1, s2, s3],
+            spare,
+        })
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.state;

@@ -2,7 +2,11 @@
 //! as PyTorch's `nn.Module` finds them: `blocks.0.attn.qkv.weight`. Most modules derive the
 //! trait; a module's state dict is what [`Module::visit`] reaches.
 
-use autograd_core::Tensor;
+use std::path::Path;
+
+use autograd_core::{Result, Tensor};
+
+use crate::persist::{LoadOptions, LoadReport};
 
 /// What a tensor of a module is to training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,6 +75,35 @@ pub trait Module {
             }
         });
         n
+    }
+
+    /// Saves every tensor (parameters and buffers) to a safetensors file at `path`, by name,
+    /// each row-major in its dtype. I/O failures are `Error::Runtime` naming the path.
+    fn save(&self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::persist::save_module(self, path.as_ref())
+    }
+
+    /// Loads a safetensors file saved from a module of this structure, strictly: every tensor
+    /// by name, of its shape and a dtype it can take (see [`LoadOptions`]). Tensors are
+    /// written in place under `no_grad`, so handles stay valid and graphs recorded before the
+    /// load are refused by backward. On an error no tensor has changed.
+    fn load(&mut self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.load_with(path, LoadOptions::default()).map(|_| ())
+    }
+
+    /// [`Module::load`] with options: a non-strict load loads the tensors both sides have and
+    /// reports the rest.
+    fn load_with(&mut self, path: impl AsRef<Path>, options: LoadOptions) -> Result<LoadReport>
+    where
+        Self: Sized,
+    {
+        crate::persist::load_module(self, path.as_ref(), options)
     }
 
     /// The tensors of one role with their names.

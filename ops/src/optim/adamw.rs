@@ -1,7 +1,11 @@
 //! Adam with decoupled weight decay: PyTorch's `torch.optim.AdamW`.
 
+use std::path::Path;
+
 use autograd_core::kernel::alloc;
 use autograd_core::{ensure, Result, Tensor};
+
+use crate::persist::optimizer_state::{self, names_of, Loaded, Slot};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
 use super::update::{step_all, update};
@@ -63,16 +67,7 @@ impl AdamW {
     /// once). Invalid hyperparameters are `Error::Value`, as PyTorch's `ValueError`.
     pub fn new(params: Vec<Tensor>, config: AdamWConfig) -> Result<AdamW> {
         check_parameters(&params)?;
-        check_non_negative("learning rate", config.lr)?;
-        check_non_negative("epsilon", config.eps)?;
-        check_non_negative("weight_decay", config.weight_decay)?;
-        for (k, beta) in [config.betas.0, config.betas.1].into_iter().enumerate() {
-            ensure!(
-                (0.0..1.0).contains(&beta),
-                Value,
-                "invalid beta parameter at index {k}: {beta} is not in [0, 1)"
-            );
-        }
+        check_config(&config)?;
         let moments = params.iter().map(|_| None).collect();
         Ok(AdamW {
             params,
@@ -93,6 +88,97 @@ impl AdamW {
             .get(i)
             .and_then(Option::as_ref)
             .map_or(0, |m| m.step)
+    }
+}
+
+/// The hyperparameters' ranges, as PyTorch checks them.
+fn check_config(config: &AdamWConfig) -> Result<()> {
+    check_non_negative("learning rate", config.lr)?;
+    check_non_negative("epsilon", config.eps)?;
+    check_non_negative("weight_decay", config.weight_decay)?;
+    for (k, beta) in [config.betas.0, config.betas.1].into_iter().enumerate() {
+        ensure!(
+            (0.0..1.0).contains(&beta),
+            Value,
+            "invalid beta parameter at index {k}: {beta} is not in [0, 1)"
+        );
+    }
+    Ok(())
+}
+
+impl AdamW {
+    /// Saves the hyperparameters and each parameter's step count and moments to a
+    /// safetensors file, named after the parameter (`state.{name}.step`, `.exp_avg`,
+    /// `.exp_avg_sq`); `names` is the module's `named_parameters()` and must name every
+    /// parameter of this optimizer.
+    pub fn save_state(&self, names: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+        let param_names = names_of(&self.params, names)?;
+        let c = &self.config;
+        let hyper = [
+            ("lr", c.lr.to_string()),
+            ("beta1", c.betas.0.to_string()),
+            ("beta2", c.betas.1.to_string()),
+            ("eps", c.eps.to_string()),
+            ("weight_decay", c.weight_decay.to_string()),
+        ];
+        let mut slots = Vec::new();
+        for ((name, p), m) in param_names.iter().zip(&self.params).zip(&self.moments) {
+            let Some(m) = m else { continue };
+            slots.push((
+                format!("state.{name}.step"),
+                Vec::new(),
+                Slot::Count(m.step),
+            ));
+            slots.push((
+                format!("state.{name}.exp_avg"),
+                p.dims(),
+                Slot::F32(&m.exp_avg),
+            ));
+            slots.push((
+                format!("state.{name}.exp_avg_sq"),
+                p.dims(),
+                Slot::F32(&m.exp_avg_sq),
+            ));
+        }
+        optimizer_state::save(path.as_ref(), "AdamW", &hyper, &slots)
+    }
+
+    /// Loads what [`AdamW::save_state`] saved, replacing the hyperparameters, step counts and
+    /// moments; parameters are matched by name through `names`. On an error nothing changes.
+    pub fn load_state(&mut self, names: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+        let param_names = names_of(&self.params, names)?;
+        let mut file = Loaded::read(path.as_ref(), "AdamW")?;
+        let config = AdamWConfig {
+            lr: file.hyper("lr")?,
+            betas: (file.hyper("beta1")?, file.hyper("beta2")?),
+            eps: file.hyper("eps")?,
+            weight_decay: file.hyper("weight_decay")?,
+        };
+        check_config(&config)?;
+        let mut moments = Vec::with_capacity(self.params.len());
+        for (name, p) in param_names.iter().zip(&self.params) {
+            let dims = p.dims();
+            let step = file.count(&format!("state.{name}.step"))?;
+            let exp_avg = file.f32s(&format!("state.{name}.exp_avg"), &dims)?;
+            let exp_avg_sq = file.f32s(&format!("state.{name}.exp_avg_sq"), &dims)?;
+            moments.push(match (step, exp_avg, exp_avg_sq) {
+                (Some(step), Some(exp_avg), Some(exp_avg_sq)) => Some(Moments {
+                    step,
+                    exp_avg,
+                    exp_avg_sq,
+                }),
+                (None, None, None) => None,
+                _ => autograd_core::bail!(
+                    Value,
+                    "{}: the state of `{name}` needs all of step, exp_avg and exp_avg_sq",
+                    path.as_ref().display()
+                ),
+            });
+        }
+        file.finish()?;
+        self.config = config;
+        self.moments = moments;
+        Ok(())
     }
 }
 

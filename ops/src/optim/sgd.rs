@@ -1,8 +1,12 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov momentum and L2 weight
 //! decay: PyTorch's `torch.optim.SGD`.
 
+use std::path::Path;
+
 use autograd_core::kernel::alloc;
 use autograd_core::{ensure, Result, Tensor};
+
+use crate::persist::optimizer_state::{self, names_of, Loaded, Slot};
 
 use super::parameter::{check_gradients, check_non_negative, check_parameters};
 use super::update::{step_all, update};
@@ -59,22 +63,7 @@ impl Sgd {
     /// once). Invalid hyperparameters are `Error::Value`, as PyTorch's `ValueError`.
     pub fn new(params: Vec<Tensor>, config: SgdConfig) -> Result<Sgd> {
         check_parameters(&params)?;
-        check_non_negative("learning rate", config.lr)?;
-        check_non_negative("momentum", config.momentum)?;
-        check_non_negative("weight_decay", config.weight_decay)?;
-        ensure!(
-            config.dampening.is_finite(),
-            Value,
-            "invalid dampening {}: it must be finite",
-            config.dampening
-        );
-        ensure!(
-            !config.nesterov || (config.momentum > 0.0 && config.dampening == 0.0),
-            Value,
-            "Nesterov momentum requires a momentum > 0 and zero dampening, got momentum {} and dampening {}",
-            config.momentum,
-            config.dampening
-        );
+        check_config(&config)?;
         let momentum = vec![None; params.len()];
         Ok(Sgd {
             params,
@@ -93,6 +82,82 @@ impl Sgd {
     /// momentum.
     pub fn momentum_buffer(&self, i: usize) -> Option<&[f32]> {
         self.momentum.get(i)?.as_deref()
+    }
+}
+
+/// The hyperparameters' ranges, as PyTorch checks them.
+fn check_config(config: &SgdConfig) -> Result<()> {
+    check_non_negative("learning rate", config.lr)?;
+    check_non_negative("momentum", config.momentum)?;
+    check_non_negative("weight_decay", config.weight_decay)?;
+    ensure!(
+        config.dampening.is_finite(),
+        Value,
+        "invalid dampening {}: it must be finite",
+        config.dampening
+    );
+    ensure!(
+        !config.nesterov || (config.momentum > 0.0 && config.dampening == 0.0),
+        Value,
+        "Nesterov momentum requires a momentum > 0 and zero dampening, got momentum {} and dampening {}",
+        config.momentum,
+        config.dampening
+    );
+    Ok(())
+}
+
+impl Sgd {
+    /// Saves the hyperparameters and momentum buffers to a safetensors file, each buffer
+    /// named after its parameter (`state.{name}.momentum_buffer`); `names` is the module's
+    /// `named_parameters()` and must name every parameter of this optimizer.
+    pub fn save_state(&self, names: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+        let param_names = names_of(&self.params, names)?;
+        let c = &self.config;
+        let hyper = [
+            ("lr", c.lr.to_string()),
+            ("momentum", c.momentum.to_string()),
+            ("dampening", c.dampening.to_string()),
+            ("weight_decay", c.weight_decay.to_string()),
+            ("nesterov", c.nesterov.to_string()),
+        ];
+        let slots: Vec<_> = param_names
+            .iter()
+            .zip(&self.params)
+            .zip(&self.momentum)
+            .filter_map(|((name, p), buf)| {
+                let buf = buf.as_deref()?;
+                Some((
+                    format!("state.{name}.momentum_buffer"),
+                    p.dims(),
+                    Slot::F32(buf),
+                ))
+            })
+            .collect();
+        optimizer_state::save(path.as_ref(), "Sgd", &hyper, &slots)
+    }
+
+    /// Loads what [`Sgd::save_state`] saved, replacing the hyperparameters and momentum
+    /// buffers; parameters are matched by name through `names`. On an error nothing changes.
+    pub fn load_state(&mut self, names: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+        let param_names = names_of(&self.params, names)?;
+        let mut file = Loaded::read(path.as_ref(), "Sgd")?;
+        let config = SgdConfig {
+            lr: file.hyper("lr")?,
+            momentum: file.hyper("momentum")?,
+            dampening: file.hyper("dampening")?,
+            weight_decay: file.hyper("weight_decay")?,
+            nesterov: file.hyper("nesterov")?,
+        };
+        check_config(&config)?;
+        let momentum = param_names
+            .iter()
+            .zip(&self.params)
+            .map(|(name, p)| file.f32s(&format!("state.{name}.momentum_buffer"), &p.dims()))
+            .collect::<Result<Vec<_>>>()?;
+        file.finish()?;
+        self.config = config;
+        self.momentum = momentum;
+        Ok(())
     }
 }
 

@@ -1,0 +1,276 @@
+//! A module's state dict (every tensor [`Module::visit`] reaches, by dotted name) saved to and
+//! loaded from a safetensors file. Loading checks every name, shape and dtype against the
+//! whole file before it writes any tensor.
+
+use std::io::Write;
+use std::path::Path;
+
+use autograd_core::{bail, ensure, no_grad, DType, Error, Result, Shape, Tensor};
+
+use super::safetensors::{self, Entry, File, FileDType, Planned};
+use crate::module::Module;
+
+/// How [`Module::load_with`] treats a file that does not match the module exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Refuse (`Error::Value`) a file with a tensor the module lacks or without one it has.
+    /// Otherwise those tensors are reported and the rest loaded.
+    pub strict: bool,
+    /// Convert F64 entries into Float32 tensors and F32 entries into Float64 tensors.
+    pub convert_f64: bool,
+}
+
+impl Default for LoadOptions {
+    /// Strict, and no F64 ↔ F32 conversion.
+    fn default() -> Self {
+        LoadOptions {
+            strict: true,
+            convert_f64: false,
+        }
+    }
+}
+
+/// What a load left out: the module's tensors the file lacks, and the file's tensors the
+/// module lacks (both empty after a strict load).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Names of module tensors that the file does not hold (left unchanged).
+    pub missing: Vec<String>,
+    /// Names of file tensors that the module does not hold (ignored).
+    pub unexpected: Vec<String>,
+}
+
+/// The file dtype a tensor of `dtype` is saved as.
+fn file_dtype(name: &str, dtype: &DType) -> Result<FileDType> {
+    Ok(match dtype {
+        DType::Float32 => FileDType::F32,
+        DType::Float64 => FileDType::F64,
+        DType::Int32 => FileDType::I32,
+        DType::Int64 => FileDType::I64,
+        DType::Bool => FileDType::Bool,
+        other => bail!(
+            NotImplemented,
+            "tensor `{name}` has dtype {other}, which a safetensors file cannot hold"
+        ),
+    })
+}
+
+/// Elements per chunk when a tensor's values are encoded for writing.
+const CHUNK: usize = 1 << 14;
+
+/// Writes `values` little-endian, a chunk at a time.
+pub(crate) fn write_le<T: Copy, const N: usize>(
+    out: &mut dyn Write,
+    values: &[T],
+    bytes: impl Fn(T) -> [u8; N],
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(CHUNK.min(values.len()) * N);
+    for chunk in values.chunks(CHUNK) {
+        buf.clear();
+        for &v in chunk {
+            buf.extend_from_slice(&bytes(v));
+        }
+        out.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Writes `t`'s elements in row-major order as `dtype` (the one [`file_dtype`] gives).
+pub(crate) fn write_tensor(t: &Tensor, dtype: FileDType, out: &mut dyn Write) -> Result<()> {
+    let written = match dtype {
+        FileDType::F32 => write_le(out, &t.values::<f32>()?, f32::to_le_bytes),
+        FileDType::F64 => write_le(out, &t.values::<f64>()?, f64::to_le_bytes),
+        FileDType::I32 => write_le(out, &t.values::<i32>()?, i32::to_le_bytes),
+        FileDType::I64 => write_le(out, &t.values::<i64>()?, i64::to_le_bytes),
+        FileDType::Bool => write_le(out, &t.values::<bool>()?, |b| [u8::from(b)]),
+        other => bail!(NotImplemented, "writing {other} tensors is not supported"),
+    };
+    written.map_err(|e| Error::Runtime(format!("cannot write: {e}")))
+}
+
+/// Saves every tensor of `module` (parameters and buffers) by name, each row-major compact in
+/// its own dtype.
+pub fn save_module(module: &dyn Module, path: &Path) -> Result<()> {
+    let tensors = module.named_tensors();
+    let planned = tensors
+        .iter()
+        .map(|(name, t, _)| {
+            Ok(Planned {
+                name: name.clone(),
+                dtype: file_dtype(name, t.dtype())?,
+                shape: t.dims(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::write(path, &planned, &[], |i, out| {
+        write_tensor(&tensors[i].1, planned[i].dtype, out)
+    })
+}
+
+/// Whether an entry of `from` may load into a tensor of `to`.
+fn convertible(from: FileDType, to: &DType, convert_f64: bool) -> bool {
+    matches!(
+        (from, to),
+        (
+            FileDType::F32 | FileDType::F16 | FileDType::BF16,
+            DType::Float32
+        ) | (FileDType::F64, DType::Float64)
+            | (FileDType::I32, DType::Int32)
+            | (FileDType::I64, DType::Int64)
+            | (FileDType::Bool, DType::Bool)
+    ) || (convert_f64
+        && matches!(
+            (from, to),
+            (FileDType::F64, DType::Float32) | (FileDType::F32, DType::Float64)
+        ))
+}
+
+/// Fixed-width little-endian elements of `bytes` (whose length validation made a multiple).
+fn le<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+    bytes
+        .chunks_exact(N)
+        .map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            f(a)
+        })
+        .collect()
+}
+
+/// The tensor of dtype `to` holding `entry`'s values (checked by [`check_entry`]).
+pub(crate) fn decode(file: &File, entry: &Entry, to: &DType) -> Result<Tensor> {
+    let bytes = file.data(entry);
+    let shape = Shape::from(entry.shape.as_slice());
+    match (entry.dtype, to) {
+        (FileDType::F32, DType::Float32) => Tensor::from_vec(le(bytes, f32::from_le_bytes), shape),
+        (FileDType::F16, DType::Float32) => {
+            Tensor::from_vec(le(bytes, |b| half::f16::from_le_bytes(b).to_f32()), shape)
+        }
+        (FileDType::BF16, DType::Float32) => {
+            Tensor::from_vec(le(bytes, |b| half::bf16::from_le_bytes(b).to_f32()), shape)
+        }
+        (FileDType::F64, DType::Float32) => {
+            Tensor::from_vec(le(bytes, |b| f64::from_le_bytes(b) as f32), shape)
+        }
+        (FileDType::F64, DType::Float64) => Tensor::from_vec(le(bytes, f64::from_le_bytes), shape),
+        (FileDType::F32, DType::Float64) => {
+            Tensor::from_vec(le(bytes, |b| f64::from(f32::from_le_bytes(b))), shape)
+        }
+        (FileDType::I32, DType::Int32) => Tensor::from_vec(le(bytes, i32::from_le_bytes), shape),
+        (FileDType::I64, DType::Int64) => Tensor::from_vec(le(bytes, i64::from_le_bytes), shape),
+        (FileDType::Bool, DType::Bool) => {
+            Tensor::from_vec(bytes.iter().map(|&b| b != 0).collect::<Vec<bool>>(), shape)
+        }
+        (from, to) => bail!(Type, "cannot load a {from} entry into a {to} tensor"),
+    }
+}
+
+/// Checks that `entry` can load into `t`: same shape, a dtype `t` can take, valid booleans.
+fn check_entry(entry: &Entry, t: &Tensor, convert_f64: bool, file: &File) -> Result<()> {
+    let name = &entry.name;
+    ensure!(
+        entry.shape == t.dims(),
+        Value,
+        "tensor `{name}` has shape {:?} in the file but {:?} in the module",
+        entry.shape,
+        t.dims()
+    );
+    ensure!(
+        convertible(entry.dtype, t.dtype(), convert_f64),
+        Type,
+        "tensor `{name}` is {} in the file but {} in the module{}",
+        entry.dtype,
+        t.dtype(),
+        if matches!(entry.dtype, FileDType::F32 | FileDType::F64) {
+            " (LoadOptions { convert_f64: true, .. } converts between F32 and F64)"
+        } else {
+            ""
+        }
+    );
+    if entry.dtype == FileDType::Bool {
+        ensure!(
+            file.data(entry).iter().all(|&b| b <= 1),
+            Value,
+            "tensor `{name}` is BOOL but holds bytes other than 0 and 1"
+        );
+    }
+    ensure!(
+        t.subtensor_count() != 1 || t.layout().is_injective(),
+        Value,
+        "tensor `{name}` has layout {}, which maps several elements to one slot, so it cannot be loaded in place",
+        t.layout()
+    );
+    Ok(())
+}
+
+/// A list of names for an error message, the first few of them.
+fn listed(names: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let s = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match names.len().checked_sub(SHOWN) {
+        Some(more) if more > 0 => format!("{s} and {more} more"),
+        _ => s,
+    }
+}
+
+/// Loads the file at `path` into `module`'s tensors, in place under `no_grad` (each tensor
+/// keeps its handle; its version moves on). The whole file and every name, shape and dtype
+/// are checked first: on an error no tensor has changed.
+pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Result<LoadReport> {
+    let file = File::read(path)?;
+    let context = |e: Error| e.context(format!("loading {}", path.display()));
+    let tensors = module.named_tensors();
+    let mut report = LoadReport::default();
+    let mut plan = Vec::with_capacity(tensors.len());
+    for (i, (name, t, _)) in tensors.iter().enumerate() {
+        if tensors[..i].iter().any(|(n, _, _)| n == name) {
+            return Err(context(Error::Value(format!(
+                "the module has two tensors named `{name}`"
+            ))));
+        }
+        match file.entry(name) {
+            Some(entry) => plan.push((entry, t)),
+            None => report.missing.push(name.clone()),
+        }
+    }
+    report.unexpected = file
+        .entries()
+        .iter()
+        .filter(|e| !tensors.iter().any(|(n, _, _)| *n == e.name))
+        .map(|e| e.name.clone())
+        .collect();
+    if options.strict && (!report.missing.is_empty() || !report.unexpected.is_empty()) {
+        let mut why = Vec::new();
+        if !report.missing.is_empty() {
+            why.push(format!(
+                "missing from the file: {}",
+                listed(&report.missing)
+            ));
+        }
+        if !report.unexpected.is_empty() {
+            why.push(format!(
+                "unexpected in the file: {}",
+                listed(&report.unexpected)
+            ));
+        }
+        return Err(context(Error::Value(format!(
+            "the file does not match the module ({}); LoadOptions {{ strict: false, .. }} loads the tensors both have",
+            why.join("; ")
+        ))));
+    }
+    for (entry, t) in &plan {
+        check_entry(entry, t, options.convert_f64, &file).map_err(context)?;
+    }
+    // Every check passed: write, one staged tensor at a time.
+    let _guard = no_grad();
+    for (entry, t) in plan {
+        let staged = decode(&file, entry, t.dtype()).map_err(context)?;
+        t.copy_from(&staged).map_err(context)?;
+    }
+    Ok(report)
+}
