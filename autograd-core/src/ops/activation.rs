@@ -126,16 +126,16 @@ mod node {
 
     #[differentiable(crate = crate, batched)]
     pub(super) fn elu(a: &Tensor, alpha: f32) -> Result<Tensor> {
-        // d elu = g where a > 0, alpha e^a g where a <= 0 (so alpha g at 0)
+        // d elu = alpha e^a g where a <= 0 (so alpha g at 0), g elsewhere (NaN included)
         fn vjp(g: Tensor, a: &Tensor, alpha: f32) -> Result<Option<Tensor>> {
             Ok(Some(crate::batch::zip_with_owned(
                 g,
                 a,
                 move |g: f32, x: f32| {
-                    if x > 0.0 {
-                        g
-                    } else {
+                    if x <= 0.0 {
                         (f64::from(g) * f64::from(alpha) * f64::from(x).exp()) as f32
+                    } else {
+                        g
                     }
                 },
             )?))
@@ -172,16 +172,16 @@ mod node {
 /// SELU `scale (a if a > 0 else alpha (e^a - 1))` with PyTorch's constants (floating tensors).
 #[differentiable(crate = crate, batched)]
 pub fn selu(a: &Tensor) -> Result<Tensor> {
-    // d selu = scale g where a > 0, scale alpha e^a g where a <= 0
+    // d selu = scale alpha e^a g where a <= 0, scale g elsewhere (NaN included)
     fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(crate::batch::zip_with_owned(
             g,
             a,
             |g: f32, x: f32| {
-                let d = if x > 0.0 {
-                    SELU_SCALE
-                } else {
+                let d = if x <= 0.0 {
                     SELU_SCALE * SELU_ALPHA * f64::from(x).exp()
+                } else {
+                    SELU_SCALE
                 };
                 (f64::from(g) * d) as f32
             },
@@ -195,15 +195,15 @@ pub fn selu(a: &Tensor) -> Result<Tensor> {
 /// Hard swish `a relu6(a + 3) / 6` (floating tensors), as MobileNetV3 and PyTorch.
 #[differentiable(crate = crate, batched)]
 pub fn hardswish(a: &Tensor) -> Result<Tensor> {
-    // d hardswish = 0 below -3, (2a + 3) / 6 g on [-3, 3], g above 3 (PyTorch's sides)
+    // d hardswish = 0 for a <= -3, (2a + 3) / 6 g for -3 < a < 3, g from 3 (PyTorch's sides)
     fn vjp(g: Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(crate::batch::zip_with_owned(
             g,
             a,
             |g: f32, x: f32| {
-                if x < -3.0 {
+                if x <= -3.0 {
                     0.0
-                } else if x <= 3.0 {
+                } else if x < 3.0 {
                     g * (x / 3.0 + 0.5)
                 } else {
                     g

@@ -159,8 +159,8 @@ pub(crate) fn erfinv_f64(x: f64) -> f64 {
     y
 }
 
-/// The sign of `a` elementwise: -1, 0 or 1 (Float32, Float64, Int32; `sign(±0)` is 0 and NaN
-/// stays NaN, as PyTorch's). The gradient is zero.
+/// The sign of `a` elementwise: -1, 0 or 1 (Float32, Float64, Int32; `sign(±0)` and
+/// `sign(NaN)` are 0, as PyTorch's). The gradient is zero.
 #[differentiable(crate = crate, batched)]
 pub fn sign(a: &Tensor) -> Result<Tensor> {
     // sign is piecewise constant: d sign = 0
@@ -172,7 +172,7 @@ pub fn sign(a: &Tensor) -> Result<Tensor> {
     }
     real!("sign", a, T => {
         let (zero, one) = (T::ZERO, T::from_f32(1.0));
-        map(a, move |x: T| if x > zero { one } else if x < zero { one.negated() } else { x.times(zero) })
+        map(a, move |x: T| if x > zero { one } else if x < zero { one.negated() } else { zero })
     })
 }
 
