@@ -103,7 +103,7 @@ mod node {
     pub(super) fn atan2(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d atan2(a, b) = b / (a^2 + b^2) g da - a / (a^2 + b^2) g db
         fn vjp(
-            g: Tensor,
+            g: &Tensor,
             a: &Tensor,
             b: &Tensor,
             needs: &NeedsGrad,
@@ -113,14 +113,14 @@ mod node {
                 1.0 / (x * x + y * y)
             };
             let ga = if needs.input(0) {
-                Some(scaled(&g, a, b, move |x, y| {
+                Some(scaled(g, a, b, move |x, y| {
                     (f64::from(y) * r(x, y)) as f32
                 })?)
             } else {
                 None
             };
             let gb = if needs.input(1) {
-                Some(scaled(&g, a, b, move |x, y| {
+                Some(scaled(g, a, b, move |x, y| {
                     (-f64::from(x) * r(x, y)) as f32
                 })?)
             } else {
@@ -135,13 +135,13 @@ mod node {
     pub(super) fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         // d a^b = b a^(b - 1) g da (0 where b = 0) + a^b ln(a) g db (0 where a = 0, b >= 0)
         fn vjp(
-            g: Tensor,
+            g: &Tensor,
             a: &Tensor,
             b: &Tensor,
             needs: &NeedsGrad,
         ) -> Result<(Option<Tensor>, Option<Tensor>)> {
             let ga = if needs.input(0) {
-                Some(scaled(&g, a, b, |x: f32, e: f32| {
+                Some(scaled(g, a, b, |x: f32, e: f32| {
                     if e == 0.0 {
                         0.0
                     } else {
@@ -152,7 +152,7 @@ mod node {
                 None
             };
             let gb = if needs.input(1) {
-                Some(scaled(&g, a, b, |x: f32, e: f32| {
+                Some(scaled(g, a, b, |x: f32, e: f32| {
                     if x == 0.0 && e >= 0.0 {
                         0.0
                     } else {

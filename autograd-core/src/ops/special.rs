@@ -21,6 +21,12 @@ fn in_f64<T: Real>(x: T, f: impl Fn(f64) -> f64) -> T {
     T::from_f64(f(x.into()))
 }
 
+/// A Float32 or Float64 element in double precision.
+#[inline]
+fn to_f64<T: Real>(x: T) -> f64 {
+    x.into()
+}
+
 /// The zero cotangent of the rounding ops (one for each cotangent when batched).
 fn zero_grad(g: Tensor) -> Result<Option<Tensor>> {
     Ok(Some(map_owned(g, |_: f32| 0.0)?))
@@ -240,7 +246,7 @@ mod nan_to_num_node {
         real!("nan_to_num", a, T => {
             let (n, p, m) = (T::from_f64(nan), T::from_f64(posinf), T::from_f64(neginf));
             map(a, move |x: T| {
-                let v: f64 = x.into();
+                let v = super::to_f64(x);
                 if v.is_nan() { n } else if v == f64::INFINITY { p } else if v == f64::NEG_INFINITY { m } else { x }
             })
         })
@@ -255,7 +261,7 @@ fn classify(op: &str, a: &Tensor, test: fn(f64) -> bool, int: bool) -> Result<Te
         crate::DType::Int32 => map(a, move |_: i32| int),
         crate::DType::Int64 => map(a, move |_: i64| int),
         _ => dispatch!(
-            a.dtype(), op, T => map(a, move |x: T| test(x.into())),
+            a.dtype(), op, T => map(a, move |x: T| test(to_f64(x))),
             [Float32: f32, Float64: f64],
             "{}: takes Float32, Float64, Int32 or Int64 tensors, not {}"
         ),
