@@ -1,7 +1,7 @@
 //! Method forms of the elementwise ops, comparisons and casts: `x.exp()?`, `x.add(&y)?`,
 //! `mask.where_cond(&a, &b)?`. Each calls the op of the same name in [`crate::ops`].
 
-use super::{cast, compare, elementwise, unary};
+use super::{activation, cast, compare, elementwise, pointwise, special, unary};
 use crate::{DType, Result, Tensor};
 
 macro_rules! binary_methods {
@@ -61,6 +61,8 @@ binary_methods!(
     compare::ge,
     compare::logical_and,
     compare::logical_or,
+    pointwise::atan2,
+    pointwise::pow,
 );
 
 scalar_methods!(
@@ -88,6 +90,21 @@ unary_methods!(
     unary::sin,
     unary::cos,
     compare::logical_not,
+    special::log1p,
+    special::expm1,
+    special::reciprocal,
+    special::erf,
+    special::erfinv,
+    special::sign,
+    special::floor,
+    special::ceil,
+    special::round,
+    special::isnan,
+    special::isinf,
+    special::isfinite,
+    activation::selu,
+    activation::hardswish,
+    activation::mish,
 );
 
 impl Tensor {
@@ -101,6 +118,56 @@ impl Tensor {
     #[track_caller]
     pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
         unary::clamp(self, min, max)
+    }
+
+    /// [`ops::softplus`](crate::ops::softplus): `ln(1 + e^(beta self)) / beta`, linear above
+    /// `threshold`.
+    #[track_caller]
+    pub fn softplus(&self, beta: f32, threshold: f32) -> Result<Tensor> {
+        activation::softplus(self, beta, threshold)
+    }
+
+    /// [`ops::leaky_relu`](crate::ops::leaky_relu): `self`, scaled by `negative_slope` where
+    /// not positive.
+    #[track_caller]
+    pub fn leaky_relu(&self, negative_slope: f32) -> Result<Tensor> {
+        activation::leaky_relu(self, negative_slope)
+    }
+
+    /// [`ops::elu`](crate::ops::elu): `self` where positive, `alpha (e^self - 1)` elsewhere.
+    #[track_caller]
+    pub fn elu(&self, alpha: f32) -> Result<Tensor> {
+        activation::elu(self, alpha)
+    }
+
+    /// [`ops::hardtanh`](crate::ops::hardtanh): `self` limited to `[min_val, max_val]`.
+    #[track_caller]
+    pub fn hardtanh(&self, min_val: f32, max_val: f32) -> Result<Tensor> {
+        activation::hardtanh(self, min_val, max_val)
+    }
+
+    /// [`ops::nan_to_num`](crate::ops::nan_to_num): NaN and the infinities replaced.
+    #[track_caller]
+    pub fn nan_to_num(&self, nan: f64, posinf: Option<f64>, neginf: Option<f64>) -> Result<Tensor> {
+        special::nan_to_num(self, nan, posinf, neginf)
+    }
+
+    /// [`ops::lerp`](crate::ops::lerp): `self + weight (end - self)` (numpy broadcasting).
+    #[track_caller]
+    pub fn lerp(&self, end: &Tensor, weight: f32) -> Result<Tensor> {
+        pointwise::lerp(self, end, weight)
+    }
+
+    /// [`ops::addcmul`](crate::ops::addcmul): `self + value t1 t2` (numpy broadcasting).
+    #[track_caller]
+    pub fn addcmul(&self, t1: &Tensor, t2: &Tensor, value: f32) -> Result<Tensor> {
+        pointwise::addcmul(self, t1, t2, value)
+    }
+
+    /// [`ops::addcdiv`](crate::ops::addcdiv): `self + value t1 / t2` (numpy broadcasting).
+    #[track_caller]
+    pub fn addcdiv(&self, t1: &Tensor, t2: &Tensor, value: f32) -> Result<Tensor> {
+        pointwise::addcdiv(self, t1, t2, value)
     }
 
     /// [`ops::where_cond`](crate::ops::where_cond) with `self` as the Bool mask: `on_true`

@@ -2,7 +2,15 @@
 //! [kernel layer](crate::kernel), so each forward kernel sits beside its vector-Jacobian
 //! product. It lives in the crate that defines `Tensor`, so operators (`&a + &b`) and method
 //! forms can call it.
+//!
+//! Besides the arithmetic, views, reductions and indexing: activations with PyTorch's
+//! parameters (`activation`: `softplus`, `leaky_relu`, `elu`, `selu`, `hardtanh`, `hardswish`,
+//! `mish`), special functions and rounding (`special`: `log1p`, `expm1`, `reciprocal`, `erf`,
+//! `erfinv`, `sign`, `floor`, `ceil`, `round`, `nan_to_num`, `isnan`, `isinf`, `isfinite`) and
+//! broadcasting pointwise ops of several tensors (`pointwise`: `atan2`, `pow`, `lerp`,
+//! `addcmul`, `addcdiv`).
 
+mod activation;
 mod broadcast;
 mod cast;
 mod compare;
@@ -11,12 +19,15 @@ mod elementwise_method;
 mod index;
 mod linalg;
 mod operators;
+mod pointwise;
 mod reduce;
+mod special;
 mod unary;
 mod unbind;
 mod view;
 mod view_method;
 
+pub use activation::{elu, hardswish, hardtanh, leaky_relu, mish, selu, softplus};
 pub use broadcast::{broadcast_pair, broadcast_shapes, broadcast_to};
 pub use cast::to_dtype;
 pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
@@ -26,7 +37,12 @@ pub use elementwise::{
 };
 pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
+pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
 pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
+pub use special::{
+    ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
+    sign,
+};
 pub use unary::{
     abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
     tanh,
