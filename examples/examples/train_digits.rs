@@ -1,6 +1,8 @@
 //! Trains an MLP on the real handwritten-digits set (1,797 8x8 images, shipped in
 //! `examples/data/`) with a fixed seed, an 80/20 train/test split, AdamW and mini-batches,
 //! then prints held-out accuracy and writes the loss and accuracy curves to an SVG file.
+//! `--save model.safetensors` keeps the model (and AdamW's state) for `predict_digits` or a
+//! later `--resume`.
 //!
 //!     cargo run --release -p autograd-examples --example train_digits -- --help
 
@@ -44,6 +46,13 @@ struct Args {
     /// The digits file (gzip'd CSV); defaults to the shipped copy.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Save the trained model (safetensors) here, and AdamW's state beside it
+    /// (`NAME.optim.safetensors`); `predict_digits --model` reads the model back.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Continue training from a model saved with `--save` (and its optimizer state).
+    #[arg(long)]
+    resume: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -80,6 +89,8 @@ fn train_digits(args: &Args) -> Result<()> {
         batch: args.batch,
         lr: args.lr,
         seed: args.seed,
+        resume: args.resume.clone(),
+        save: args.save.clone(),
     };
     let Some(steps) = args
         .epochs
@@ -166,5 +177,8 @@ fn train_digits(args: &Args) -> Result<()> {
         ],
     )?;
     println!("curves written to {}", args.output.display());
+    if let Some(path) = &args.save {
+        println!("model saved to {}", path.display());
+    }
     Ok(())
 }

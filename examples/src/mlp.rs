@@ -2,10 +2,12 @@
 //! AdamW over mini-batches a `DataLoader` shuffles per epoch. Kept here, outside the example's `main`, so that a smoke
 //! test can run a short training and check that it learns.
 
+use std::path::{Path, PathBuf};
+
 use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
-    argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Optimizer,
+    argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Module, Optimizer,
 };
 
 use crate::digits::{Digits, CLASSES, FEATURES};
@@ -23,6 +25,21 @@ pub struct Config {
     pub lr: f32,
     /// Seeds the initialisation and the batch order.
     pub seed: u64,
+    /// Continue from a model saved with `save` (and its optimizer state beside it).
+    pub resume: Option<PathBuf>,
+    /// Save the trained model here, and the optimizer state beside it ([`optimizer_path`]).
+    pub save: Option<PathBuf>,
+}
+
+/// Where the optimizer state of a model saved at `model` goes: `name.optim.safetensors`
+/// beside it.
+pub fn optimizer_path(model: &Path) -> PathBuf {
+    let stem = model
+        .file_stem()
+        .map_or_else(Default::default, std::ffi::OsStr::to_os_string);
+    let mut name = stem;
+    name.push(".optim.safetensors");
+    model.with_file_name(name)
 }
 
 /// The curves of one training run, one entry per epoch.
@@ -38,8 +55,9 @@ pub struct History {
     pub test_accuracy: Vec<f64>,
 }
 
-/// Linear(64, hidden) -> ReLU -> Linear(hidden, 10).
-#[derive(Debug)]
+/// Linear(64, hidden) -> ReLU -> Linear(hidden, 10); its state dict names are PyTorch's for
+/// the same two `nn.Linear` fields (`hidden.weight`, `hidden.bias`, `out.weight`, `out.bias`).
+#[derive(Debug, Module)]
 pub struct Mlp {
     hidden: Linear,
     out: Linear,
@@ -59,11 +77,12 @@ impl Mlp {
         self.out.forward(&relu(&self.hidden.forward(x)?)?)
     }
 
-    /// Every parameter tensor.
-    pub fn parameters(&self) -> Vec<Tensor> {
-        let mut p = self.hidden.parameters();
-        p.extend(self.out.parameters());
-        p
+    /// A model with the hidden width of the one saved at `path`, its parameters loaded.
+    pub fn load(path: &Path) -> Result<Mlp> {
+        let hidden = hidden_width(path)?;
+        let mut model = Mlp::new(hidden, &mut Rng::new(0))?;
+        Module::load(&mut model, path)?;
+        Ok(model)
     }
 
     /// `(mean loss, accuracy)` on `data`, without recording a graph.
@@ -95,7 +114,7 @@ pub fn train(
 ) -> Result<(Mlp, History)> {
     ensure!(config.batch > 0, Value, "the batch size must be positive");
     let mut rng = Rng::new(config.seed);
-    let model = Mlp::new(config.hidden, &mut rng)?;
+    let mut model = Mlp::new(config.hidden, &mut rng)?;
     let mut opt = AdamW::new(
         model.parameters(),
         AdamWConfig {
@@ -103,6 +122,10 @@ pub fn train(
             ..AdamWConfig::default()
         },
     )?;
+    if let Some(path) = &config.resume {
+        model.load(path)?;
+        opt.load_state(&model.named_parameters(), optimizer_path(path))?;
+    }
     let mut history = History::default();
     let (x, y) = train.tensors()?;
     let loader =
@@ -130,5 +153,23 @@ pub fn train(
         history.test_loss.push(test_loss);
         history.test_accuracy.push(test_acc);
     }
+    if let Some(path) = &config.save {
+        model.save(path)?;
+        opt.save_state(&model.named_parameters(), optimizer_path(path))?;
+    }
     Ok((model, history))
+}
+
+/// The hidden width of the model saved at `path`: the rows of its `hidden.weight`.
+fn hidden_width(path: &Path) -> Result<usize> {
+    let entries = autograd_ops::persist::contents(path)?;
+    let weight = entries.iter().find(|e| e.name == "hidden.weight");
+    match weight.map(|e| e.shape.as_slice()) {
+        Some(&[hidden, FEATURES]) => Ok(hidden),
+        _ => autograd_core::bail!(
+            Value,
+            "{} holds no digits MLP: no hidden.weight of shape [hidden, {FEATURES}]",
+            path.display()
+        ),
+    }
 }

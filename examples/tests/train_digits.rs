@@ -14,6 +14,8 @@ fn three_epochs_on_the_digits_lower_the_loss_and_generalise() {
         batch: 32,
         lr: 3e-3,
         seed: 0,
+        resume: None,
+        save: None,
     };
     let mut losses = Vec::new();
     let (model, history) = train(&config, &train_set, &test_set, |_, l| losses.push(l)).unwrap();

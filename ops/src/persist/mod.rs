@@ -32,4 +32,5 @@ mod safetensors;
 mod state_dict;
 
 pub use optimizer_state::{load_rng, save_rng};
+pub use safetensors::{contents, EntryInfo};
 pub use state_dict::{load_module, save_module, LoadOptions, LoadReport};

@@ -117,6 +117,33 @@ pub(crate) struct File {
     metadata: Vec<(String, String)>,
 }
 
+/// What a safetensors file holds under one name, as [`contents`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// The tensor's name (a dotted state-dict path).
+    pub name: String,
+    /// The file's dtype code (`F32`, `BF16`, `I64`, ...).
+    pub dtype: &'static str,
+    /// The tensor's extents.
+    pub shape: Vec<usize>,
+}
+
+/// The tensors of the safetensors file at `path`, in the file's order, after the same
+/// validation a load does: what a model must look like to load it (a hidden width, a
+/// vocabulary size).
+pub fn contents(path: impl AsRef<Path>) -> Result<Vec<EntryInfo>> {
+    let file = File::read(path.as_ref())?;
+    Ok(file
+        .entries()
+        .iter()
+        .map(|e| EntryInfo {
+            name: e.name.clone(),
+            dtype: e.dtype.name(),
+            shape: e.shape.clone(),
+        })
+        .collect())
+}
+
 /// `Error::Runtime` for a failed I/O call on `path`.
 pub(crate) fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::Runtime(format!("{what} {}: {e}", path.display()))
