@@ -123,7 +123,7 @@ pub fn train(
         },
     )?;
     if let Some(path) = &config.resume {
-        model.load(path)?;
+        Module::load(&mut model, path)?;
         opt.load_state(&model.named_parameters(), optimizer_path(path))?;
     }
     let mut history = History::default();
