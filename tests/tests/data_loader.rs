@@ -177,7 +177,9 @@ proptest! {
         let mut counts = Vec::new();
         for rank in 0..world {
             let loader = DataLoader::new(numbered(n), batch).unwrap().shuffle(seed).shard(rank, world).unwrap();
-            for label in labels(&loader, epoch).concat() {
+            let batches = labels(&loader, epoch);
+            prop_assert_eq!(batches.len(), loader.batches_per_epoch());
+            for label in batches.concat() {
                 prop_assert!(seen.insert(label), "sample {} in two shards", label);
             }
             let dropped = DataLoader::new(numbered(n), batch).unwrap().shuffle(seed).drop_last(true)

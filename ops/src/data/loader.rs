@@ -116,7 +116,12 @@ impl<D: Dataset> DataLoader<D> {
 
     /// The number of batches of every epoch.
     pub fn batches_per_epoch(&self) -> usize {
-        let n = self.order(0).len();
+        // the length of `order`, without drawing it
+        let mut n = self.dataset.len();
+        if self.drop_last {
+            n -= n % self.world;
+        }
+        let n = n.saturating_sub(self.rank).div_ceil(self.world);
         if self.drop_last {
             n / self.batch_size
         } else {
