@@ -30,6 +30,7 @@
 pub(crate) mod optimizer_state;
 mod safetensors;
 mod state_dict;
+mod stream;
 
 pub use optimizer_state::{load_rng, save_rng};
 pub use safetensors::{contents, EntryInfo};

@@ -108,13 +108,21 @@ pub(crate) struct Entry {
     end: usize,
 }
 
+/// A validated header: the tensors' entries (byte ranges relative to the data section) and
+/// the metadata, for a file of a known length.
+#[derive(Debug)]
+pub(crate) struct Header {
+    /// Where the data section starts: 8 + the header's length.
+    pub(crate) data_start: usize,
+    entries: Vec<Entry>,
+    metadata: Vec<(String, String)>,
+}
+
 /// A whole safetensors file in memory, validated.
 #[derive(Debug)]
 pub(crate) struct File {
     bytes: Vec<u8>,
-    data_start: usize,
-    entries: Vec<Entry>,
-    metadata: Vec<(String, String)>,
+    header: Header,
 }
 
 /// What a safetensors file holds under one name, as [`contents`] lists it.
@@ -132,8 +140,9 @@ pub struct EntryInfo {
 /// validation a load does: what a model must look like to load it (a hidden width, a
 /// vocabulary size).
 pub fn contents(path: impl AsRef<Path>) -> Result<Vec<EntryInfo>> {
-    let file = File::read(path.as_ref())?;
+    let file = super::stream::Stream::open(path.as_ref())?;
     Ok(file
+        .header()
         .entries()
         .iter()
         .map(|e| EntryInfo {
@@ -149,27 +158,19 @@ pub(crate) fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::Runtime(format!("{what} {}: {e}", path.display()))
 }
 
-impl File {
-    /// Reads and validates the file at `path`; a bad file is `Error::Value` naming the path.
-    pub(crate) fn read(path: &Path) -> Result<File> {
-        let bytes = fs::read(path).map_err(|e| io_error("cannot read", path, &e))?;
-        File::parse(bytes).map_err(|e| e.context(format!("reading {}", path.display())))
-    }
-
-    /// Validates `bytes` as a safetensors file: the header length fits the file, the header is
-    /// a JSON object with unique names, every entry has a known dtype and a byte range in the
-    /// data section of exactly its shape's size, and the ranges tile the data section.
-    pub(crate) fn parse(bytes: Vec<u8>) -> Result<File> {
+impl Header {
+    /// The header's length from a file's first 8 bytes, checked against the file's length
+    /// `file_len` and the limit.
+    pub(crate) fn length(first: &[u8], file_len: u64) -> Result<usize> {
         ensure!(
-            bytes.len() >= 8,
+            file_len >= 8 && first.len() >= 8,
             Value,
-            "a safetensors file starts with an 8-byte header length; this one has {} bytes",
-            bytes.len()
+            "a safetensors file starts with an 8-byte header length; this one has {file_len} bytes"
         );
         let mut len8 = [0u8; 8];
-        len8.copy_from_slice(&bytes[..8]);
+        len8.copy_from_slice(&first[..8]);
         let header_len = u64::from_le_bytes(len8);
-        let available = (bytes.len() - 8) as u64;
+        let available = file_len - 8;
         ensure!(
             header_len <= available,
             Value,
@@ -180,8 +181,16 @@ impl File {
             Value,
             "the header length {header_len} exceeds the limit of {MAX_HEADER} bytes"
         );
-        let data_start = 8 + header_len as usize;
-        let header = std::str::from_utf8(&bytes[8..data_start])
+        // at most MAX_HEADER, so it fits usize
+        Ok(header_len as usize)
+    }
+
+    /// Validates `json`, the header of a file of `file_len` bytes: a JSON object with unique
+    /// names, every entry of a known dtype with a byte range in the data section of exactly
+    /// its shape's size, the ranges tiling the data section.
+    pub(crate) fn parse(json: &[u8], file_len: u64) -> Result<Header> {
+        let data_start = 8 + json.len();
+        let header = std::str::from_utf8(json)
             .map_err(|e| Error::Value(format!("the header is not UTF-8: {e}")))?;
         ensure!(
             header.starts_with('{'),
@@ -193,7 +202,8 @@ impl File {
             .deserialize_map(EntriesVisitor)
             .and_then(|r| de.end().map(|()| r))
             .map_err(|e| Error::Value(format!("the header is not valid JSON: {e}")))?;
-        let data_len = bytes.len() - data_start;
+        let data_len = usize::try_from(file_len - data_start as u64)
+            .map_err(|_| Error::Value(format!("a file of {file_len} bytes is too large")))?;
         let mut entries = Vec::with_capacity(raw.len());
         let mut metadata = Vec::new();
         for (name, value) in raw {
@@ -205,8 +215,7 @@ impl File {
             }
         }
         check_tiling(&entries, data_len)?;
-        Ok(File {
-            bytes,
+        Ok(Header {
             data_start,
             entries,
             metadata,
@@ -223,17 +232,55 @@ impl File {
         self.entries.iter().find(|e| e.name == name)
     }
 
-    /// The bytes of `entry` (validated to lie in the data section).
-    pub(crate) fn data(&self, entry: &Entry) -> &[u8] {
-        &self.bytes[self.data_start + entry.start..self.data_start + entry.end]
-    }
-
     /// The `__metadata__` value of `key`.
     pub(crate) fn metadata(&self, key: &str) -> Option<&str> {
         self.metadata
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The file offsets `[start, end)` of `entry`'s bytes.
+    pub(crate) fn span(&self, entry: &Entry) -> (u64, u64) {
+        let at = |o: usize| (self.data_start + o) as u64;
+        (at(entry.start), at(entry.end))
+    }
+}
+
+impl File {
+    /// Reads and validates the file at `path`; a bad file is `Error::Value` naming the path.
+    pub(crate) fn read(path: &Path) -> Result<File> {
+        let bytes = fs::read(path).map_err(|e| io_error("cannot read", path, &e))?;
+        File::parse(bytes).map_err(|e| e.context(format!("reading {}", path.display())))
+    }
+
+    /// Validates `bytes` as a safetensors file (see [`Header::parse`]).
+    pub(crate) fn parse(bytes: Vec<u8>) -> Result<File> {
+        let len = bytes.len() as u64;
+        let header_len = Header::length(&bytes, len)?;
+        let header = Header::parse(&bytes[8..8 + header_len], len)?;
+        Ok(File { bytes, header })
+    }
+
+    /// The tensors, in header order.
+    pub(crate) fn entries(&self) -> &[Entry] {
+        self.header.entries()
+    }
+
+    /// The tensor called `name`.
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
+        self.header.entry(name)
+    }
+
+    /// The bytes of `entry` (validated to lie in the data section).
+    pub(crate) fn data(&self, entry: &Entry) -> &[u8] {
+        let start = self.header.data_start;
+        &self.bytes[start + entry.start..start + entry.end]
+    }
+
+    /// The `__metadata__` value of `key`.
+    pub(crate) fn metadata(&self, key: &str) -> Option<&str> {
+        self.header.metadata(key)
     }
 }
 
@@ -379,7 +426,9 @@ impl Planned {
 
 /// Writes a safetensors file: the header from `planned` and `metadata`, then each tensor's
 /// bytes, which `write_data(i, out)` writes for `planned[i]` (exactly its byte length). The
-/// file is written beside `path` and renamed over it, so a failed save leaves `path` as it was.
+/// file is written beside `path` and renamed over it, so a failed save (or a process killed
+/// during it) leaves `path` as it was. It is not fsync'd, as safetensors and `torch.save` do
+/// not: saving runs at page-cache speed, and the OS writes it to the disk.
 pub(crate) fn write(
     path: &Path,
     planned: &[Planned],
@@ -452,8 +501,8 @@ pub(crate) fn write(
                 out.written - before
             );
         }
-        let file = out.inner.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
+        // flushed to the page cache, not synced to the disk (as safetensors and torch.save)
+        drop(out.inner.into_inner().map_err(|e| io(e.into_error()))?);
         fs::rename(&tmp, path).map_err(|e| io_error("cannot rename the saved file to", path, &e))
     })();
     if result.is_err() {

@@ -5,9 +5,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use autograd_core::{bail, ensure, no_grad, DType, Error, Result, Shape, Tensor};
+use autograd_core::{bail, ensure, kernel, no_grad, DType, Element, Error, Result, Tensor};
 
-use super::safetensors::{self, Entry, File, FileDType, Planned};
+use super::safetensors::{self, Entry, FileDType, Planned};
+use super::stream::Stream;
 use crate::module::Module;
 
 /// How [`Module::load_with`] treats a file that does not match the module exactly.
@@ -56,35 +57,51 @@ fn file_dtype(name: &str, dtype: &DType) -> Result<FileDType> {
 }
 
 /// Elements per chunk when a tensor's values are encoded for writing.
-const CHUNK: usize = 1 << 14;
+const CHUNK: usize = 1 << 18;
 
-/// Writes `values` little-endian, a chunk at a time.
+/// Writes `values` little-endian, a chunk at a time (each chunk large enough to bypass a
+/// buffered writer's copy).
 pub(crate) fn write_le<T: Copy, const N: usize>(
     out: &mut dyn Write,
     values: &[T],
     bytes: impl Fn(T) -> [u8; N],
 ) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(CHUNK.min(values.len()) * N);
+    let mut buf = vec![0u8; CHUNK.min(values.len()) * N];
     for chunk in values.chunks(CHUNK) {
-        buf.clear();
-        for &v in chunk {
-            buf.extend_from_slice(&bytes(v));
+        let buf = &mut buf[..chunk.len() * N];
+        for (b, &v) in buf.chunks_exact_mut(N).zip(chunk) {
+            b.copy_from_slice(&bytes(v));
         }
-        out.write_all(&buf)?;
+        out.write_all(buf)?;
     }
     Ok(())
 }
 
-/// Writes `t`'s elements in row-major order as `dtype` (the one [`file_dtype`] gives).
+/// Writes `values` as their little-endian bytes: the slice's own bytes on a little-endian
+/// machine, else encoded a chunk at a time.
+fn write_pod<T: bytemuck::Pod, const N: usize>(
+    out: &mut dyn Write,
+    values: &[T],
+    bytes: impl Fn(T) -> [u8; N],
+) -> std::io::Result<()> {
+    if cfg!(target_endian = "little") {
+        out.write_all(bytemuck::cast_slice(values))
+    } else {
+        write_le(out, values, bytes)
+    }
+}
+
+/// Writes `t`'s elements in row-major order as `dtype` (the one [`file_dtype`] gives), read
+/// in place when `t` is compact.
 pub(crate) fn write_tensor(t: &Tensor, dtype: FileDType, out: &mut dyn Write) -> Result<()> {
     let written = match dtype {
-        FileDType::F32 => write_le(out, &t.values::<f32>()?, f32::to_le_bytes),
-        FileDType::F64 => write_le(out, &t.values::<f64>()?, f64::to_le_bytes),
-        FileDType::I32 => write_le(out, &t.values::<i32>()?, i32::to_le_bytes),
-        FileDType::I64 => write_le(out, &t.values::<i64>()?, i64::to_le_bytes),
-        FileDType::Bool => write_le(out, &t.values::<bool>()?, |b| [u8::from(b)]),
+        FileDType::F32 => kernel::read_logical(t, |xs| write_pod(out, xs, f32::to_le_bytes)),
+        FileDType::F64 => kernel::read_logical(t, |xs| write_pod(out, xs, f64::to_le_bytes)),
+        FileDType::I32 => kernel::read_logical(t, |xs| write_pod(out, xs, i32::to_le_bytes)),
+        FileDType::I64 => kernel::read_logical(t, |xs| write_pod(out, xs, i64::to_le_bytes)),
+        FileDType::Bool => kernel::read_logical(t, |xs| write_le(out, xs, |b: bool| [u8::from(b)])),
         other => bail!(NotImplemented, "writing {other} tensors is not supported"),
-    };
+    }?;
     written.map_err(|e| Error::Runtime(format!("cannot write: {e}")))
 }
 
@@ -125,48 +142,67 @@ fn convertible(from: FileDType, to: &DType, convert_f64: bool) -> bool {
         ))
 }
 
-/// Fixed-width little-endian elements of `bytes` (whose length validation made a multiple).
-fn le<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-    bytes
-        .chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            f(a)
+/// Overwrites `t`'s elements in place (one version bump, no staged copy of the tensor) with
+/// `entry`'s fixed-width little-endian elements, converted by `f`; validation made the entry
+/// exactly `N` bytes an element for each of `t`'s.
+fn update_from<T: Element, const N: usize>(
+    t: &Tensor,
+    file: &Stream,
+    entry: &Entry,
+    f: impl Fn([u8; N]) -> T,
+) -> Result<()> {
+    kernel::update::<T, _>(t, |xs| {
+        let mut at = 0;
+        file.blocks(entry, |bytes| {
+            let block = xs.get_mut(at..at + bytes.len() / N).ok_or_else(|| {
+                Error::Runtime(format!(
+                    "tensor `{}` has more bytes than elements",
+                    entry.name
+                ))
+            })?;
+            for (x, c) in block.iter_mut().zip(bytes.chunks_exact(N)) {
+                let mut a = [0u8; N];
+                a.copy_from_slice(c);
+                *x = f(a);
+            }
+            at += block.len();
+            Ok(())
         })
-        .collect()
+    })
 }
 
-/// The tensor of dtype `to` holding `entry`'s values (checked by [`check_entry`]).
-pub(crate) fn decode(file: &File, entry: &Entry, to: &DType) -> Result<Tensor> {
-    let bytes = file.data(entry);
-    let shape = Shape::from(entry.shape.as_slice());
-    match (entry.dtype, to) {
-        (FileDType::F32, DType::Float32) => Tensor::from_vec(le(bytes, f32::from_le_bytes), shape),
+/// Writes `entry`'s values (checked by [`check_entry`]) into `t`, straight from the file into
+/// `t`'s storage (a tensor of several subtensors through one staged copy).
+fn write_entry(file: &Stream, entry: &Entry, t: &Tensor) -> Result<()> {
+    if t.subtensor_count() != 1 {
+        let staged = Tensor::zeros(entry.shape.as_slice(), t.dtype())?;
+        write_entry(file, entry, &staged)?;
+        return t.copy_from(&staged);
+    }
+    match (entry.dtype, t.dtype()) {
+        (FileDType::F32, DType::Float32) => update_from(t, file, entry, f32::from_le_bytes),
         (FileDType::F16, DType::Float32) => {
-            Tensor::from_vec(le(bytes, |b| half::f16::from_le_bytes(b).to_f32()), shape)
+            update_from(t, file, entry, |a| half::f16::from_le_bytes(a).to_f32())
         }
         (FileDType::BF16, DType::Float32) => {
-            Tensor::from_vec(le(bytes, |b| half::bf16::from_le_bytes(b).to_f32()), shape)
+            update_from(t, file, entry, |a| half::bf16::from_le_bytes(a).to_f32())
         }
         (FileDType::F64, DType::Float32) => {
-            Tensor::from_vec(le(bytes, |b| f64::from_le_bytes(b) as f32), shape)
+            update_from(t, file, entry, |a| f64::from_le_bytes(a) as f32)
         }
-        (FileDType::F64, DType::Float64) => Tensor::from_vec(le(bytes, f64::from_le_bytes), shape),
+        (FileDType::F64, DType::Float64) => update_from(t, file, entry, f64::from_le_bytes),
         (FileDType::F32, DType::Float64) => {
-            Tensor::from_vec(le(bytes, |b| f64::from(f32::from_le_bytes(b))), shape)
+            update_from(t, file, entry, |a| f64::from(f32::from_le_bytes(a)))
         }
-        (FileDType::I32, DType::Int32) => Tensor::from_vec(le(bytes, i32::from_le_bytes), shape),
-        (FileDType::I64, DType::Int64) => Tensor::from_vec(le(bytes, i64::from_le_bytes), shape),
-        (FileDType::Bool, DType::Bool) => {
-            Tensor::from_vec(bytes.iter().map(|&b| b != 0).collect::<Vec<bool>>(), shape)
-        }
+        (FileDType::I32, DType::Int32) => update_from(t, file, entry, i32::from_le_bytes),
+        (FileDType::I64, DType::Int64) => update_from(t, file, entry, i64::from_le_bytes),
+        (FileDType::Bool, DType::Bool) => update_from(t, file, entry, |[b]: [u8; 1]| b != 0),
         (from, to) => bail!(Type, "cannot load a {from} entry into a {to} tensor"),
     }
 }
 
 /// Checks that `entry` can load into `t`: same shape, a dtype `t` can take, valid booleans.
-fn check_entry(entry: &Entry, t: &Tensor, convert_f64: bool, file: &File) -> Result<()> {
+fn check_entry(entry: &Entry, t: &Tensor, convert_f64: bool, file: &Stream) -> Result<()> {
     let name = &entry.name;
     ensure!(
         entry.shape == t.dims(),
@@ -188,11 +224,14 @@ fn check_entry(entry: &Entry, t: &Tensor, convert_f64: bool, file: &File) -> Res
         }
     );
     if entry.dtype == FileDType::Bool {
-        ensure!(
-            file.data(entry).iter().all(|&b| b <= 1),
-            Value,
-            "tensor `{name}` is BOOL but holds bytes other than 0 and 1"
-        );
+        file.blocks(entry, |bytes| {
+            ensure!(
+                bytes.iter().all(|&b| b <= 1),
+                Value,
+                "tensor `{name}` is BOOL but holds bytes other than 0 and 1"
+            );
+            Ok(())
+        })?;
     }
     ensure!(
         t.subtensor_count() != 1 || t.layout().is_injective(),
@@ -219,10 +258,14 @@ fn listed(names: &[String]) -> String {
 }
 
 /// Loads the file at `path` into `module`'s tensors, in place under `no_grad` (each tensor
-/// keeps its handle; its version moves on). The whole file and every name, shape and dtype
-/// are checked first: on an error no tensor has changed.
+/// keeps its handle; its version moves on). The file's header and every name, shape and dtype
+/// (and every BOOL entry's bytes) are checked first: on an error no tensor has changed. The
+/// data is then read a block at a time straight into the tensors, so a load holds neither the
+/// file nor a copy of a tensor in memory; only a read failing after that check (the file
+/// changed during the load, a disk error) can leave the tensors before it loaded, and its
+/// `Error::Runtime` says so.
 pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Result<LoadReport> {
-    let file = File::read(path)?;
+    let file = Stream::open(path)?;
     let context = |e: Error| e.context(format!("loading {}", path.display()));
     let tensors = module.named_tensors();
     let mut report = LoadReport::default();
@@ -233,12 +276,13 @@ pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Re
                 "the module has two tensors named `{name}`"
             ))));
         }
-        match file.entry(name) {
+        match file.header().entry(name) {
             Some(entry) => plan.push((entry, t)),
             None => report.missing.push(name.clone()),
         }
     }
     report.unexpected = file
+        .header()
         .entries()
         .iter()
         .filter(|e| !tensors.iter().any(|(n, _, _)| *n == e.name))
@@ -266,11 +310,10 @@ pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Re
     for (entry, t) in &plan {
         check_entry(entry, t, options.convert_f64, &file).map_err(context)?;
     }
-    // Every check passed: write, one staged tensor at a time.
+    // Every check passed: write each tensor in place, straight from the file's bytes.
     let _guard = no_grad();
     for (entry, t) in plan {
-        let staged = decode(&file, entry, t.dtype()).map_err(context)?;
-        t.copy_from(&staged).map_err(context)?;
+        write_entry(&file, entry, t).map_err(context)?;
     }
     Ok(report)
 }
