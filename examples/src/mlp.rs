@@ -15,7 +15,9 @@ use crate::digits::{Digits, CLASSES, FEATURES};
 /// What to train.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Passes over the training set.
+    /// Passes over the training set in this run. A resumed run continues the epoch count
+    /// (its shuffle orders are those of the epochs after the saved ones), so `epochs: 2` saved
+    /// and then `epochs: 2` resumed trains the same model as `epochs: 4`.
     pub epochs: usize,
     /// Width of the hidden layer.
     pub hidden: usize,
@@ -25,7 +27,9 @@ pub struct Config {
     pub lr: f32,
     /// Seeds the initialisation and the batch order.
     pub seed: u64,
-    /// Continue from a model saved with `save` (and its optimizer state beside it).
+    /// Continue from a model saved with `save` (and its optimizer state beside it), trained
+    /// with the same `hidden`, `batch` and `seed`; the epochs it had done are AdamW's step
+    /// count over the batches of an epoch.
     pub resume: Option<PathBuf>,
     /// Save the trained model here, and the optimizer state beside it ([`optimizer_path`]).
     pub save: Option<PathBuf>,
@@ -42,9 +46,12 @@ pub fn optimizer_path(model: &Path) -> PathBuf {
     model.with_file_name(name)
 }
 
-/// The curves of one training run, one entry per epoch.
+/// The curves of one training run, one entry per epoch of this run.
 #[derive(Debug, Clone, Default)]
 pub struct History {
+    /// Epochs done before this run (by the run it resumed); entry `i` of each curve is epoch
+    /// `first_epoch + i + 1`.
+    pub first_epoch: usize,
     /// Mean training loss over the epoch's batches.
     pub train_loss: Vec<f64>,
     /// Held-out loss at the end of the epoch.
@@ -104,8 +111,9 @@ impl Mlp {
     }
 }
 
-/// Trains a fresh [`Mlp`] on `train`, evaluating on `test` after every epoch; `on_step` is
-/// called after every optimizer step with the epoch and the batch's loss (for progress bars).
+/// Trains a fresh (or resumed) [`Mlp`] on `train` for `config.epochs` epochs, evaluating on
+/// `test` after every epoch; `on_step` is called after every optimizer step with the epoch
+/// (counted from 0 at the start of the first run, not of this one) and the batch's loss.
 pub fn train(
     config: &Config,
     train: &Digits,
@@ -122,15 +130,26 @@ pub fn train(
             ..AdamWConfig::default()
         },
     )?;
-    if let Some(path) = &config.resume {
-        Module::load(&mut model, path)?;
-        opt.load_state(&model.named_parameters(), optimizer_path(path))?;
-    }
-    let mut history = History::default();
     let (x, y) = train.tensors()?;
     let loader =
         DataLoader::new(TensorDataset::new(vec![x, y])?, config.batch)?.shuffle(config.seed);
-    for epoch in 0..config.epochs {
+    let mut first_epoch = 0;
+    if let Some(path) = &config.resume {
+        Module::load(&mut model, path)?;
+        opt.load_state(&model.named_parameters(), optimizer_path(path))?;
+        first_epoch = epochs_done(&opt, loader.batches_per_epoch(), path)?;
+    }
+    let mut history = History {
+        first_epoch,
+        ..History::default()
+    };
+    let last = first_epoch.checked_add(config.epochs).ok_or_else(|| {
+        autograd_core::Error::Value(format!(
+            "{first_epoch} epochs done and {} more is more than can be counted",
+            config.epochs
+        ))
+    })?;
+    for epoch in first_epoch..last {
         let mut total = 0.0;
         let mut batches = 0;
         for batch in loader.epoch(epoch as u64)? {
@@ -158,6 +177,23 @@ pub fn train(
         opt.save_state(&model.named_parameters(), optimizer_path(path))?;
     }
     Ok((model, history))
+}
+
+/// The epochs a resumed run had done: every epoch is `per_epoch` optimizer steps (no batch
+/// is dropped), and every step updates the first parameter. `Error::Value` when the count is
+/// not a whole number of epochs (a run saved with another batch size or training set).
+fn epochs_done(opt: &AdamW, per_epoch: usize, path: &Path) -> Result<usize> {
+    let steps = opt.steps(0);
+    let per_epoch = per_epoch as u64;
+    ensure!(
+        per_epoch > 0 && steps.is_multiple_of(per_epoch),
+        Value,
+        "{}: its optimizer took {steps} steps, not a whole number of epochs of {per_epoch} \
+         batches: resume with the batch size, seed and data it was trained with",
+        path.display()
+    );
+    usize::try_from(steps / per_epoch)
+        .map_err(|_| autograd_core::Error::Value(format!("{steps} steps is too many epochs")))
 }
 
 /// The hidden width of the model saved at `path`: the rows of its `hidden.weight`.
