@@ -48,11 +48,12 @@ struct Args {
     /// The digits file (gzip'd CSV); defaults to the shipped copy.
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Save the trained model (safetensors) here, and AdamW's state beside it
-    /// (`NAME.optim.safetensors`); `predict_digits --model` reads the model back.
+    /// Save the trained model (safetensors) here, AdamW's state beside it
+    /// (`NAME.optim.safetensors`) and the epochs done (`NAME.progress`);
+    /// `predict_digits --model` reads the model back.
     #[arg(long)]
     save: Option<PathBuf>,
-    /// Continue training from a model saved with `--save` (and its optimizer state), from
+    /// Continue training from a model saved with `--save` (and the files beside it), from
     /// the epoch it stopped at; give it the --seed, --hidden and --batch it was saved with.
     #[arg(long)]
     resume: Option<PathBuf>,
