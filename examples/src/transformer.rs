@@ -78,7 +78,7 @@ impl Block {
         ensure!(
             c == self.qkv.in_features(),
             Value,
-            "block: x has width {c}, the block {}",
+            "block: x has width {c}, the block takes {}",
             self.qkv.in_features()
         );
         let h = self.heads;
@@ -199,7 +199,7 @@ impl Transformer {
     }
 }
 
-/// Names as PyTorch's GPT-2-shaped module would give them: `token.weight`,
+/// State-dict names as a PyTorch module with these fields would give them: `token.weight`,
 /// `position.weight`, `blocks.0.ln1.weight`, …, `ln.weight`, `head.weight`, `head.bias`.
 /// Written by hand because the blocks are shared (`Arc`) with the checkpointed graphs.
 impl Module for Transformer {
