@@ -1,9 +1,12 @@
 //! Trains a decoder-only transformer (token and position embeddings, pre-LayerNorm blocks of
 //! causal attention and a GELU MLP, cross-entropy, AdamW) to add two-digit numbers written as
 //! characters, `07+85=092`, then prints its exact-match accuracy on problems it never saw.
+//! `--save model.safetensors` keeps the trained parameters under PyTorch-style state-dict
+//! names (`blocks.0.qkv.weight`, ...).
 //!
 //!     cargo run --release -p autograd-examples --example tiny_transformer -- --help
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -11,6 +14,7 @@ use autograd_core::{graph_bytes, Result};
 use autograd_examples::addition::{answers, batch, exact_match, split, train, Training, IGNORE};
 use autograd_examples::cli::{positive, rate, run};
 use autograd_examples::transformer::Transformer;
+use autograd_ops::Module;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -39,6 +43,10 @@ struct Args {
     /// A 200-step smoke run.
     #[arg(long)]
     quick: bool,
+    /// Save the trained model's parameters (safetensors, by state-dict name) here; the
+    /// optimizer's state is not saved, so a run cannot be resumed from it.
+    #[arg(long)]
+    save: Option<PathBuf>,
 }
 
 /// `--held-out`: at least one problem to test on and one to train on.
@@ -106,6 +114,14 @@ fn tiny_transformer(args: &Args) -> Result<()> {
         config.steps,
         start.elapsed().as_secs_f64()
     );
+    if let Some(path) = &args.save {
+        model.save(path)?;
+        println!(
+            "model saved to {} ({} parameters)",
+            path.display(),
+            model.num_parameters()
+        );
+    }
 
     let written = answers(&model, &test_set[..8.min(test_set.len())])?;
     for (p, w) in test_set.iter().zip(&written) {

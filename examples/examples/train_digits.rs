@@ -22,7 +22,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Passes over the training set.
+    /// Passes over the training set in this run; with --resume, further epochs after the
+    /// saved ones (`--epochs 2 --save m` then `--epochs 2 --resume m` trains what `--epochs 4`
+    /// does).
     #[arg(long, default_value_t = 30, value_parser = positive)]
     epochs: usize,
     /// Seed of the split, the initialisation and the batch order.
@@ -46,11 +48,13 @@ struct Args {
     /// The digits file (gzip'd CSV); defaults to the shipped copy.
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Save the trained model (safetensors) here, and AdamW's state beside it
-    /// (`NAME.optim.safetensors`); `predict_digits --model` reads the model back.
+    /// Save the trained model (safetensors) here, AdamW's state beside it
+    /// (`NAME.optim.safetensors`) and the epochs done (`NAME.progress`);
+    /// `predict_digits --model` reads the model back.
     #[arg(long)]
     save: Option<PathBuf>,
-    /// Continue training from a model saved with `--save` (and its optimizer state).
+    /// Continue training from a model saved with `--save` (and the files beside it), from
+    /// the epoch it stopped at; give it the --seed, --hidden and --batch it was saved with.
     #[arg(long)]
     resume: Option<PathBuf>,
 }
@@ -110,13 +114,16 @@ fn train_digits(args: &Args) -> Result<()> {
     );
     let start = Instant::now();
     let mut recent = 0.0;
+    let mut first_epoch = None;
     let (model, history) = train(&config, &train_set, &test_set, |epoch, loss| {
         recent = if recent == 0.0 {
             loss
         } else {
             0.95 * recent + 0.05 * loss
         };
-        bar.set_prefix(format!("{}/{}", epoch + 1, args.epochs));
+        // a resumed run's epochs continue the saved run's count
+        let first = *first_epoch.get_or_insert(epoch);
+        bar.set_prefix(format!("{}/{}", epoch + 1, first + args.epochs));
         bar.set_message(format!("loss {recent:.4}"));
         bar.inc(1);
     })?;
@@ -131,7 +138,7 @@ fn train_digits(args: &Args) -> Result<()> {
         if e % 5 == 4 || e + 1 == history.train_loss.len() {
             println!(
                 "epoch {:3}: train loss {l:.4}, held-out accuracy {:.2}%",
-                e + 1,
+                history.first_epoch + e + 1,
                 100.0 * a
             );
         }
@@ -145,7 +152,7 @@ fn train_digits(args: &Args) -> Result<()> {
     let epochs = |v: &[f64]| {
         v.iter()
             .enumerate()
-            .map(|(i, &y)| ((i + 1) as f64, y))
+            .map(|(i, &y)| ((history.first_epoch + i + 1) as f64, y))
             .collect()
     };
     let series = |name: &str, color: &str, v: &[f64]| Series {

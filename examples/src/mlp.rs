@@ -15,7 +15,9 @@ use crate::digits::{Digits, CLASSES, FEATURES};
 /// What to train.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Passes over the training set.
+    /// Passes over the training set in this run. A resumed run continues the epoch count
+    /// (its shuffle orders are those of the epochs after the saved ones), so `epochs: 2` saved
+    /// and then `epochs: 2` resumed trains the same model as `epochs: 4`.
     pub epochs: usize,
     /// Width of the hidden layer.
     pub hidden: usize,
@@ -25,26 +27,105 @@ pub struct Config {
     pub lr: f32,
     /// Seeds the initialisation and the batch order.
     pub seed: u64,
-    /// Continue from a model saved with `save` (and its optimizer state beside it).
+    /// Continue from a model saved with `save` (its optimizer state and progress beside
+    /// it), from the epoch it stopped at; `batch` and `seed` must be the ones it was saved
+    /// with, since they fix every epoch's batches.
     pub resume: Option<PathBuf>,
-    /// Save the trained model here, and the optimizer state beside it ([`optimizer_path`]).
+    /// Save the trained model here, the optimizer state beside it ([`optimizer_path`]) and
+    /// the epochs done ([`progress_path`]).
     pub save: Option<PathBuf>,
+}
+
+/// `name{suffix}` beside `model`, where `name` is the model file's stem.
+fn beside(model: &Path, suffix: &str) -> PathBuf {
+    let mut name = model
+        .file_stem()
+        .map_or_else(Default::default, std::ffi::OsStr::to_os_string);
+    name.push(suffix);
+    model.with_file_name(name)
 }
 
 /// Where the optimizer state of a model saved at `model` goes: `name.optim.safetensors`
 /// beside it.
 pub fn optimizer_path(model: &Path) -> PathBuf {
-    let stem = model
-        .file_stem()
-        .map_or_else(Default::default, std::ffi::OsStr::to_os_string);
-    let mut name = stem;
-    name.push(".optim.safetensors");
-    model.with_file_name(name)
+    beside(model, ".optim.safetensors")
 }
 
-/// The curves of one training run, one entry per epoch.
+/// Where the training progress of a model saved at `model` goes: `name.progress` beside it,
+/// a text file of the epochs done and the batch size and seed that ordered them.
+pub fn progress_path(model: &Path) -> PathBuf {
+    beside(model, ".progress")
+}
+
+/// How far a saved run got, and what fixed its epochs' batches (a resume needs the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Progress {
+    epochs: usize,
+    batch: usize,
+    seed: u64,
+}
+
+impl Progress {
+    /// Writes `epochs N`, `batch N` and `seed N`, a line each.
+    fn save(self, path: &Path) -> Result<()> {
+        let text = format!(
+            "epochs {}\nbatch {}\nseed {}\n",
+            self.epochs, self.batch, self.seed
+        );
+        std::fs::write(path, text).map_err(|e| {
+            autograd_core::Error::Runtime(format!("cannot write {}: {e}", path.display()))
+        })
+    }
+
+    /// Reads what [`Progress::save`] wrote: each of the three keys exactly once, nothing else.
+    fn load(path: &Path) -> Result<Progress> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            autograd_core::Error::Runtime(format!(
+                "cannot read {} (the progress saved beside the model): {e}",
+                path.display()
+            ))
+        })?;
+        let (mut epochs, mut batch, mut seed) = (None, None, None);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let bad = || {
+                autograd_core::Error::Value(format!(
+                    "{}: `{line}` is not `epochs N`, `batch N` or `seed N` (once each)",
+                    path.display()
+                ))
+            };
+            let (key, value) = line.trim().split_once(' ').ok_or_else(bad)?;
+            let value = value.trim();
+            let fresh = match key {
+                "epochs" => epochs.replace(value.parse().map_err(|_| bad())?).is_none(),
+                "batch" => batch.replace(value.parse().map_err(|_| bad())?).is_none(),
+                "seed" => seed.replace(value.parse().map_err(|_| bad())?).is_none(),
+                _ => false,
+            };
+            if !fresh {
+                return Err(bad());
+            }
+        }
+        match (epochs, batch, seed) {
+            (Some(epochs), Some(batch), Some(seed)) => Ok(Progress {
+                epochs,
+                batch,
+                seed,
+            }),
+            _ => autograd_core::bail!(
+                Value,
+                "{}: needs the lines `epochs N`, `batch N` and `seed N`",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// The curves of one training run, one entry per epoch of this run.
 #[derive(Debug, Clone, Default)]
 pub struct History {
+    /// Epochs done before this run (by the run it resumed); entry `i` of each curve is epoch
+    /// `first_epoch + i + 1`.
+    pub first_epoch: usize,
     /// Mean training loss over the epoch's batches.
     pub train_loss: Vec<f64>,
     /// Held-out loss at the end of the epoch.
@@ -104,8 +185,9 @@ impl Mlp {
     }
 }
 
-/// Trains a fresh [`Mlp`] on `train`, evaluating on `test` after every epoch; `on_step` is
-/// called after every optimizer step with the epoch and the batch's loss (for progress bars).
+/// Trains a fresh (or resumed) [`Mlp`] on `train` for `config.epochs` epochs, evaluating on
+/// `test` after every epoch; `on_step` is called after every optimizer step with the epoch
+/// (counted from 0 at the start of the first run, not of this one) and the batch's loss.
 pub fn train(
     config: &Config,
     train: &Digits,
@@ -122,15 +204,26 @@ pub fn train(
             ..AdamWConfig::default()
         },
     )?;
-    if let Some(path) = &config.resume {
-        Module::load(&mut model, path)?;
-        opt.load_state(&model.named_parameters(), optimizer_path(path))?;
-    }
-    let mut history = History::default();
     let (x, y) = train.tensors()?;
     let loader =
         DataLoader::new(TensorDataset::new(vec![x, y])?, config.batch)?.shuffle(config.seed);
-    for epoch in 0..config.epochs {
+    let mut first_epoch = 0;
+    if let Some(path) = &config.resume {
+        Module::load(&mut model, path)?;
+        opt.load_state(&model.named_parameters(), optimizer_path(path))?;
+        first_epoch = epochs_done(config, &opt, loader.batches_per_epoch(), path)?;
+    }
+    let mut history = History {
+        first_epoch,
+        ..History::default()
+    };
+    let last = first_epoch.checked_add(config.epochs).ok_or_else(|| {
+        autograd_core::Error::Value(format!(
+            "{first_epoch} epochs done and {} more is more than can be counted",
+            config.epochs
+        ))
+    })?;
+    for epoch in first_epoch..last {
         let mut total = 0.0;
         let mut batches = 0;
         for batch in loader.epoch(epoch as u64)? {
@@ -156,8 +249,44 @@ pub fn train(
     if let Some(path) = &config.save {
         model.save(path)?;
         opt.save_state(&model.named_parameters(), optimizer_path(path))?;
+        Progress {
+            epochs: last,
+            batch: config.batch,
+            seed: config.seed,
+        }
+        .save(&progress_path(path))?;
     }
     Ok((model, history))
+}
+
+/// The epochs the run saved at `path` had done, from its progress file, which must name
+/// `config`'s batch size and seed (they fix every epoch's batches), and agree with the
+/// optimizer's step count (every step updates the first parameter; `per_epoch` steps an
+/// epoch, none dropped): another training set would not.
+fn epochs_done(config: &Config, opt: &AdamW, per_epoch: usize, path: &Path) -> Result<usize> {
+    let progress_file = progress_path(path);
+    let p = Progress::load(&progress_file)?;
+    ensure!(
+        (p.batch, p.seed) == (config.batch, config.seed),
+        Value,
+        "{} was trained with batch {} and seed {}, not {} and {}: resume with those, so that \
+         the epochs continue the same batch orders",
+        path.display(),
+        p.batch,
+        p.seed,
+        config.batch,
+        config.seed
+    );
+    let steps = opt.steps(0);
+    ensure!(
+        u64::try_from(p.epochs.saturating_mul(per_epoch)) == Ok(steps),
+        Value,
+        "{}: {} epochs of {per_epoch} batches, but its optimizer took {steps} steps: was it \
+         trained on other data?",
+        progress_file.display(),
+        p.epochs
+    );
+    Ok(p.epochs)
 }
 
 /// The hidden width of the model saved at `path`: the rows of its `hidden.weight`.

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use autograd_core::{checkpoint, ensure, shape, Result, Rng, Tensor};
+use autograd_ops::module::join;
 use autograd_ops::{
     add, cross_entropy, flash_causal_attention, gelu_tanh, linear, permute, reshape,
-    CrossEntropyOptions, Embedding, LayerNorm, Linear,
+    CrossEntropyOptions, Embedding, LayerNorm, Linear, Module, Role,
 };
 
 /// The model's sizes.
@@ -29,9 +30,13 @@ pub struct Config {
     pub checkpoint: bool,
 }
 
-/// `x + attn(ln1(x))`, then `+ mlp(ln2(.))`.
-#[derive(Debug)]
-struct Block {
+/// `x + attn(ln1(x))`, then `+ mlp(ln2(.))`: PyTorch's pre-LayerNorm block with causal
+/// attention and a tanh-GELU MLP. Its state dict names are `ln1.weight`, `ln1.bias`,
+/// `qkv.weight` (q, k and v stacked by rows), `qkv.bias`, `proj.*`, `ln2.*`, `up.*` and
+/// `down.*`, so a PyTorch module with fields of those names loads into it and back.
+#[derive(Debug, Module)]
+pub struct Block {
+    #[module(skip)]
     heads: usize,
     ln1: LayerNorm,
     qkv: Linear,
@@ -42,8 +47,17 @@ struct Block {
 }
 
 impl Block {
-    fn new(c: &Config, rng: &mut Rng) -> Result<Block> {
+    /// A block of width `c.d_model` with `c.heads` heads and an MLP of `c.ff`, initialised as
+    /// PyTorch initialises `Linear` and `LayerNorm`; `Error::Value` when `heads` does not
+    /// divide `d_model`.
+    pub fn new(c: &Config, rng: &mut Rng) -> Result<Block> {
         let d = c.d_model;
+        ensure!(
+            c.heads > 0 && d.is_multiple_of(c.heads),
+            Value,
+            "block: {} heads do not divide d_model {d}",
+            c.heads
+        );
         Ok(Block {
             heads: c.heads,
             ln1: LayerNorm::new(&[d], 1e-5)?,
@@ -55,21 +69,18 @@ impl Block {
         })
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        let mut p = self.ln1.parameters();
-        p.extend(self.qkv.parameters());
-        p.extend(self.proj.parameters());
-        p.extend(self.ln2.parameters());
-        p.extend(self.up.parameters());
-        p.extend(self.down.parameters());
-        p
-    }
-
-    /// `x` is `[B, T, C]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let &[b, t, c] = x.dims().as_slice() else {
-            unreachable!("the model passes [B, T, C]")
+    /// The block applied to `x` of shape `[B, T, d_model]`; `Error::Value` for another shape.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dims = x.dims();
+        let &[b, t, c] = dims.as_slice() else {
+            autograd_core::bail!(Value, "block: x must be [B, T, C], got {dims:?}")
         };
+        ensure!(
+            c == self.qkv.in_features(),
+            Value,
+            "block: x has width {c}, the block takes {}",
+            self.qkv.in_features()
+        );
         let h = self.heads;
         let normed = self.ln1.forward(x)?;
         // q, k and v from the three row blocks of the one projection (the same parameters and
@@ -138,16 +149,9 @@ impl Transformer {
         &self.config
     }
 
-    /// Every parameter tensor.
+    /// Every parameter tensor, in the order of [`Module::named_parameters`].
     pub fn parameters(&self) -> Vec<Tensor> {
-        let mut p = self.token.parameters();
-        p.extend(self.position.parameters());
-        for b in &self.blocks {
-            p.extend(b.parameters());
-        }
-        p.extend(self.ln.parameters());
-        p.extend(self.head.parameters());
-        p
+        Module::parameters(self)
     }
 
     /// Logits `[B, T, vocab]` for Int32 token ids `[B, T]` with `T <= context`.
@@ -168,7 +172,7 @@ impl Transformer {
         )?;
         for block in &self.blocks {
             x = if self.config.checkpoint {
-                let params = block.parameters();
+                let params = Module::parameters(&**block);
                 let deps: Vec<&Tensor> = params.iter().collect();
                 let block = Arc::clone(block);
                 checkpoint(&[&x], &deps, move |a| block.forward(&a[0]))?
@@ -192,5 +196,35 @@ impl Transformer {
                 label_smoothing: 0.0,
             },
         )
+    }
+}
+
+/// State-dict names as a PyTorch module with these fields would give them: `token.weight`,
+/// `position.weight`, `blocks.0.ln1.weight`, …, `ln.weight`, `head.weight`, `head.bias`.
+/// Written by hand because the blocks are shared (`Arc`) with the checkpointed graphs.
+impl Module for Transformer {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, Role)) {
+        self.token.visit(&join(prefix, "token"), f);
+        self.position.visit(&join(prefix, "position"), f);
+        let blocks = join(prefix, "blocks");
+        for (i, block) in self.blocks.iter().enumerate() {
+            block.visit(&join(&blocks, &i.to_string()), f);
+        }
+        self.ln.visit(&join(prefix, "ln"), f);
+        self.head.visit(&join(prefix, "head"), f);
+    }
+
+    /// No layer of this model depends on the mode (it has no dropout), so there is nothing
+    /// to switch; a block shared with a live checkpointed graph is left as it is.
+    fn set_training(&mut self, training: bool) {
+        self.token.set_training(training);
+        self.position.set_training(training);
+        self.ln.set_training(training);
+        self.head.set_training(training);
+        for block in &mut self.blocks {
+            if let Some(block) = Arc::get_mut(block) {
+                block.set_training(training);
+            }
+        }
     }
 }

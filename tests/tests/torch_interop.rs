@@ -1,9 +1,11 @@
 //! PyTorch interop (issue 37 item 3): state dicts written by `safetensors.torch.save_file`
 //! (tests/fixtures/torch/gen_state_dicts.py) load into the equivalent `Linear` model and give
-//! PyTorch's outputs; a BF16 copy loads into the Float32 parameters. The script's `--check`
-//! loads a file saved here back into PyTorch; this test needs no Python.
+//! PyTorch's outputs; a BF16 copy loads into the Float32 parameters. The other way, the
+//! committed `rust_mlp*.safetensors` are what this library saves for a seeded MLP (checked
+//! here byte for byte, so they cannot go stale), and the script's `--check` loads them into
+//! PyTorch; this test needs no Python. `REGENERATE_FIXTURES=1` rewrites them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use autograd_core::{DType, Rng, Tensor};
 use autograd_ops::module::join;
@@ -24,10 +26,12 @@ struct Mlp {
 
 impl Mlp {
     fn new() -> Mlp {
-        let mut rng = Rng::new(0);
+        Mlp::from_rng(&mut Rng::new(0))
+    }
+    fn from_rng(rng: &mut Rng) -> Mlp {
         Mlp {
-            fc1: Linear::new(8, 16, true, &mut rng).unwrap(),
-            fc2: Linear::new(16, 4, true, &mut rng).unwrap(),
+            fc1: Linear::new(8, 16, true, rng).unwrap(),
+            fc2: Linear::new(16, 4, true, rng).unwrap(),
         }
     }
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -130,4 +134,115 @@ fn a_pytorch_state_dict_saved_again_here_round_trips_bit_for_bit() {
     if let Some(out) = std::env::var_os("STRIDEWEAVE_TORCH_CHECK_OUT") {
         mlp.save(out).unwrap();
     }
+}
+
+/// An input and this library's output on it, saved beside a model for PyTorch to compare.
+#[derive(Module)]
+struct RustIo {
+    #[module(buffer)]
+    input: Tensor,
+    #[module(buffer)]
+    output: Tensor,
+}
+
+/// How to rewrite the committed `rust_*` fixtures of this test.
+const REGENERATE: &str = "REGENERATE_FIXTURES=1 cargo test -p autograd-tests --test torch_interop";
+
+/// Whether this run rewrites the committed `rust_*` fixtures instead of checking them.
+fn regenerating() -> bool {
+    std::env::var("REGENERATE_FIXTURES").is_ok_and(|v| v == "1")
+}
+
+/// What to do about a stale committed fixture.
+fn stale_help() -> String {
+    format!(
+        "regenerate it with `{REGENERATE}`, then check that PyTorch loads it with \
+         `~/torch-venv/bin/python tests/fixtures/torch/gen_state_dicts.py --check`"
+    )
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.values::<f32>()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
+}
+
+/// Checks that the committed fixture `name` equals the file `fresh` byte for byte, or under
+/// `REGENERATE_FIXTURES=1` replaces it with `fresh`.
+#[track_caller]
+fn committed_file_is(name: &str, fresh: &Path) {
+    let path = fixture(name);
+    let fresh = std::fs::read(fresh).unwrap();
+    if regenerating() {
+        std::fs::write(&path, &fresh).unwrap();
+        return;
+    }
+    let committed = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
+    assert!(
+        committed == fresh,
+        "{} ({} bytes) is not what this library saves now ({} bytes): {}",
+        path.display(),
+        committed.len(),
+        fresh.len(),
+        stale_help()
+    );
+}
+
+/// Checks the committed io fixture `name` against `io`: the input bit for bit, the output to
+/// 1e-6 (the kernels choose their SIMD paths by CPU, so a product's last bits may differ
+/// between machines; PyTorch is held to 1e-5). Under `REGENERATE_FIXTURES=1` saves `io` there.
+#[track_caller]
+fn committed_io_is(name: &str, io: &RustIo) {
+    let path = fixture(name);
+    if regenerating() {
+        io.save(&path).unwrap();
+        return;
+    }
+    let z = |t: &Tensor| Tensor::zeros(t.dims(), &DType::Float32).unwrap();
+    let mut committed = RustIo {
+        input: z(&io.input),
+        output: z(&io.output),
+    };
+    committed
+        .load(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
+    assert!(
+        bits(&committed.input) == bits(&io.input),
+        "{}: the input differs from this library's: {}",
+        path.display(),
+        stale_help()
+    );
+    let (c, now) = (
+        committed.output.values::<f32>().unwrap(),
+        io.output.values::<f32>().unwrap(),
+    );
+    for (i, (a, b)) in c.iter().zip(&now).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-6,
+            "{}: output element {i} is {a}, this library computes {b}: {}",
+            path.display(),
+            stale_help()
+        );
+    }
+}
+
+/// Issue 37 item 3, "a file saved by this library loads in PyTorch": the files PyTorch is
+/// checked against (`gen_state_dicts.py --check`) are the ones a seeded MLP saves today.
+#[test]
+fn the_committed_rust_mlp_files_are_what_this_library_saves() {
+    let mut rng = Rng::new(37);
+    let mlp = Mlp::from_rng(&mut rng);
+    let input = Tensor::randn(vec![5, 8], &mut rng).unwrap();
+    let io = RustIo {
+        output: mlp.forward(&input),
+        input,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("rust_mlp.safetensors");
+    mlp.save(&fresh).unwrap();
+    committed_file_is("rust_mlp.safetensors", &fresh);
+    committed_io_is("rust_mlp_io.safetensors", &io);
 }
