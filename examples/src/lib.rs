@@ -5,6 +5,7 @@
 pub mod addition;
 pub mod cli;
 pub mod digits;
+pub mod gpt;
 pub mod mlp;
 pub mod plot;
 pub mod transformer;

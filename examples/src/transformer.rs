@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use autograd_core::{checkpoint, ensure, shape, Result, Rng, Tensor};
+use autograd_core::{checkpoint, ensure, shape, DType, Result, Rng, Tensor};
 use autograd_ops::module::join;
 use autograd_ops::{
-    add, cross_entropy, flash_causal_attention, gelu_tanh, linear, permute, reshape,
+    add, cross_entropy, flash_causal_attention, gelu_tanh, init, linear, permute, reshape,
     CrossEntropyOptions, Embedding, LayerNorm, Linear, Module, Role,
 };
 
@@ -51,6 +51,11 @@ impl Block {
     /// PyTorch initialises `Linear` and `LayerNorm`; `Error::Value` when `heads` does not
     /// divide `d_model`.
     pub fn new(c: &Config, rng: &mut Rng) -> Result<Block> {
+        Block::with_init(c, Init::PyTorch, rng)
+    }
+
+    /// [`Block::new`] with the linear layers initialised by `init`.
+    fn with_init(c: &Config, init: Init, rng: &mut Rng) -> Result<Block> {
         let d = c.d_model;
         ensure!(
             c.heads > 0 && d.is_multiple_of(c.heads),
@@ -61,11 +66,11 @@ impl Block {
         Ok(Block {
             heads: c.heads,
             ln1: LayerNorm::new(&[d], 1e-5)?,
-            qkv: Linear::new(d, 3 * d, true, rng)?,
-            proj: Linear::new(d, d, true, rng)?,
+            qkv: init.linear(d, 3 * d, true, rng)?,
+            proj: init.linear(d, d, true, rng)?,
             ln2: LayerNorm::new(&[d], 1e-5)?,
-            up: Linear::new(d, c.ff, true, rng)?,
-            down: Linear::new(c.ff, d, true, rng)?,
+            up: init.linear(d, c.ff, true, rng)?,
+            down: init.linear(c.ff, d, true, rng)?,
         })
     }
 
@@ -104,8 +109,39 @@ impl Block {
     }
 }
 
-/// The model. Parameters are initialised as PyTorch initialises `Embedding`, `Linear` and
-/// `LayerNorm`.
+/// How the linear layers and embeddings start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Init {
+    /// PyTorch's defaults: Kaiming-uniform `Linear`s, `N(0, 1)` embeddings.
+    PyTorch,
+    /// GPT-2's: `N(0, 0.02)` weights of linear layers and embeddings, zero biases.
+    Gpt2,
+}
+
+impl Init {
+    fn linear(self, inputs: usize, outputs: usize, bias: bool, rng: &mut Rng) -> Result<Linear> {
+        match self {
+            Init::PyTorch => Linear::new(inputs, outputs, bias, rng),
+            Init::Gpt2 => Linear::from_parameters(
+                init::normal(shape![outputs, inputs], 0.0, 0.02, rng)?,
+                bias.then(|| Tensor::zeros(shape![outputs], &DType::Float32))
+                    .transpose()?,
+            ),
+        }
+    }
+
+    fn embedding(self, rows: usize, width: usize, rng: &mut Rng) -> Result<Embedding> {
+        match self {
+            Init::PyTorch => Embedding::new(rows, width, rng),
+            Init::Gpt2 => {
+                Embedding::from_weight(init::normal(shape![rows, width], 0.0, 0.02, rng)?)
+            }
+        }
+    }
+}
+
+/// The model: with its own linear head initialised as PyTorch initialises `Embedding`,
+/// `Linear` and `LayerNorm` ([`Transformer::new`]), or GPT-2's ([`Transformer::gpt`]).
 #[derive(Debug)]
 pub struct Transformer {
     config: Config,
@@ -113,12 +149,25 @@ pub struct Transformer {
     position: Embedding,
     blocks: Vec<Arc<Block>>,
     ln: LayerNorm,
-    head: Linear,
+    /// The logits' layer; `None` when tied to the token embedding.
+    head: Option<Linear>,
 }
 
 impl Transformer {
     /// A fresh model; `Error::Value` when a size is zero or `heads` does not divide `d_model`.
     pub fn new(config: Config, rng: &mut Rng) -> Result<Transformer> {
+        Transformer::build(config, Init::PyTorch, rng)
+    }
+
+    /// A fresh GPT-2 (and nanoGPT) style model: the logits come from a bias-free head tied to
+    /// the token embedding (one tensor used twice, its gradient the sum of both uses), and
+    /// linear and embedding weights start at `N(0, 0.02)`, biases at zero. Errors as
+    /// [`Transformer::new`].
+    pub fn gpt(config: Config, rng: &mut Rng) -> Result<Transformer> {
+        Transformer::build(config, Init::Gpt2, rng)
+    }
+
+    fn build(config: Config, init: Init, rng: &mut Rng) -> Result<Transformer> {
         let c = &config;
         ensure!(
             c.vocab > 0 && c.context > 0 && c.layers > 0 && c.ff > 0,
@@ -133,13 +182,16 @@ impl Transformer {
             c.d_model
         );
         Ok(Transformer {
-            token: Embedding::new(c.vocab, c.d_model, rng)?,
-            position: Embedding::new(c.context, c.d_model, rng)?,
+            token: init.embedding(c.vocab, c.d_model, rng)?,
+            position: init.embedding(c.context, c.d_model, rng)?,
             blocks: (0..c.layers)
-                .map(|_| Block::new(c, rng).map(Arc::new))
+                .map(|_| Block::with_init(c, init, rng).map(Arc::new))
                 .collect::<Result<_>>()?,
             ln: LayerNorm::new(&[c.d_model], 1e-5)?,
-            head: Linear::new(c.d_model, c.vocab, true, rng)?,
+            head: match init {
+                Init::PyTorch => Some(Linear::new(c.d_model, c.vocab, true, rng)?),
+                Init::Gpt2 => None,
+            },
             config,
         })
     }
@@ -166,10 +218,22 @@ impl Transformer {
         let t = dims[1];
         let positions = Tensor::from_vec((0..t as i32).collect::<Vec<_>>(), shape![t])?;
         // [B, T, C] + [T, C]: the position embedding broadcasts over the batch
-        let mut x = add(
+        let x = add(
             &self.token.forward(ids)?,
             &self.position.forward(&positions)?,
         )?;
+        let x = self.ln.forward(&self.residual(&x)?)?;
+        match &self.head {
+            Some(head) => head.forward(&x),
+            None => linear(&x, self.token.weight(), None),
+        }
+    }
+
+    /// The residual stream after every block for an embedded input `x` of shape
+    /// `[B, T, d_model]` (before the final LayerNorm); each block checkpointed when the
+    /// configuration asks.
+    pub fn residual(&self, x: &Tensor) -> Result<Tensor> {
+        let mut x = x.clone();
         for block in &self.blocks {
             x = if self.config.checkpoint {
                 let params = Module::parameters(&**block);
@@ -180,7 +244,7 @@ impl Transformer {
                 block.forward(&x)?
             };
         }
-        self.head.forward(&self.ln.forward(&x)?)
+        Ok(x)
     }
 
     /// The mean next-token cross-entropy of `forward(ids)` against Int32 `targets` `[B, T]`;
@@ -200,8 +264,9 @@ impl Transformer {
 }
 
 /// State-dict names as a PyTorch module with these fields would give them: `token.weight`,
-/// `position.weight`, `blocks.0.ln1.weight`, …, `ln.weight`, `head.weight`, `head.bias`.
-/// Written by hand because the blocks are shared (`Arc`) with the checkpointed graphs.
+/// `position.weight`, `blocks.0.ln1.weight`, …, `ln.weight`, `head.weight`, `head.bias` (no
+/// `head` in a tied model: its weight is `token.weight`). Written by hand because the blocks
+/// are shared (`Arc`) with the checkpointed graphs.
 impl Module for Transformer {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, Role)) {
         self.token.visit(&join(prefix, "token"), f);
@@ -211,7 +276,9 @@ impl Module for Transformer {
             block.visit(&join(&blocks, &i.to_string()), f);
         }
         self.ln.visit(&join(prefix, "ln"), f);
-        self.head.visit(&join(prefix, "head"), f);
+        if let Some(head) = &self.head {
+            head.visit(&join(prefix, "head"), f);
+        }
     }
 
     /// No layer of this model depends on the mode (it has no dropout), so there is nothing
@@ -220,7 +287,9 @@ impl Module for Transformer {
         self.token.set_training(training);
         self.position.set_training(training);
         self.ln.set_training(training);
-        self.head.set_training(training);
+        if let Some(head) = &mut self.head {
+            head.set_training(training);
+        }
         for block in &mut self.blocks {
             if let Some(block) = Arc::get_mut(block) {
                 block.set_training(training);

@@ -37,7 +37,8 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
         );
     }
     let expected = [
-        "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "W8m", "T1", "D1",
+        "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "W8m", "T1", "D1", "W11",
+        "W12", "W12c",
     ];
     for w in expected {
         let line = lines
@@ -49,6 +50,28 @@ fn the_quick_bench_prints_a_json_line_per_workload() {
             .unwrap_or_else(|| panic!("{w} has no median_ms: {line}"));
         assert!(median > 0.0 && median.is_finite(), "{line}");
     }
+    // S1 reports throughputs and the load's peak memory, which holds no copy of the file
+    let s1 = lines
+        .iter()
+        .find(|l| field(l, "workload").as_deref() == Some("S1"))
+        .copied()
+        .unwrap_or_default();
+    for key in ["save_gbps", "load_gbps", "peak_rss_mib"] {
+        let v: f64 = field(s1, key).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        assert!(v > 0.0 && v.is_finite(), "{key} in {s1}");
+    }
+    let w2 = |name: &str| {
+        let line = lines
+            .iter()
+            .find(|l| field(l, "workload").as_deref() == Some(name))
+            .copied()
+            .unwrap_or_default();
+        field(line, "torch_peer")
+    };
+    assert_eq!(
+        (w2("W2").as_deref(), w2("W2g").as_deref()),
+        (Some("W2x"), Some("W2"))
+    );
     let d1 = lines
         .iter()
         .find(|l| field(l, "workload").as_deref() == Some("D1"))

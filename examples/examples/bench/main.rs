@@ -5,6 +5,7 @@
 //! `--quick` shrinks sizes for smoke runs. W3 and S1's load run in a child process so that
 //! their peak RSS is their own.
 
+mod gpt;
 mod state_dict;
 
 use std::fmt::Write as _;
@@ -20,7 +21,8 @@ use autograd_ops::{
 };
 
 const ALL: &[&str] = &[
-    "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "T1", "D1", "S1",
+    "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "T1", "D1", "S1", "W11", "W12",
+    "W12c",
 ];
 
 struct Args {
@@ -348,8 +350,21 @@ fn training_steps(
     warm: usize,
     steps: usize,
     extra: &str,
-    mut step: impl FnMut() -> Result<f64>,
+    step: impl FnMut() -> Result<f64>,
 ) -> Result<()> {
+    let (times, last) = training_times(name, warm, steps, step)?;
+    report(name, &times, &format!("{extra},\"final_loss\":{last:.4}"));
+    Ok(())
+}
+
+/// Runs `step` (which returns the loss) `warm + steps` times; returns the last `steps` times,
+/// sorted, and the last loss, which must be below the first.
+fn training_times(
+    name: &str,
+    warm: usize,
+    steps: usize,
+    mut step: impl FnMut() -> Result<f64>,
+) -> Result<(Vec<Duration>, f64)> {
     let first = step()?;
     let mut last = first;
     let mut times = Vec::with_capacity(steps);
@@ -366,8 +381,7 @@ fn training_steps(
         Runtime,
         "{name}: the loss did not fall ({first} -> {last})"
     );
-    report(name, &times, &format!("{extra},\"final_loss\":{last:.4}"));
-    Ok(())
+    Ok((times, last))
 }
 
 /// W2: one MLP training step (Linear(784, 256) -> ReLU -> Linear(256, 10) -> cross-entropy
@@ -399,7 +413,11 @@ fn w2(name: &str, quick: bool) -> Result<()> {
     )?;
     let functional = name == "W2g";
     let (warm, steps) = if quick { (1, 5) } else { (5, 50) };
-    training_steps(name, warm, steps, &format!(",\"batch\":{b}"), || {
+    // the PyTorch workload of equal work (issue 40): W2's backward() also computes the
+    // batch's gradient, as PyTorch's W2x does; W2g's functional grad does not, as W2
+    let peer = if functional { "W2" } else { "W2x" };
+    let extra = format!(",\"batch\":{b},\"torch_peer\":\"{peer}\"");
+    training_steps(name, warm, steps, &extra, || {
         let loss = cross_entropy(
             &l2.forward(&relu(&l1.forward(&x)?)?)?,
             &y,
@@ -715,6 +733,7 @@ fn bench() -> Result<()> {
             "W8" => w8(args.quick)?,
             "D1" => d1(args.quick)?,
             "S1" => state_dict::s1(args.quick, args.child)?,
+            "W11" | "W12" | "W12c" => gpt::run(w, args.quick, args.child)?,
             other => unreachable!("workload {other} was checked against ALL"),
         }
     }

@@ -1,0 +1,126 @@
+//! W11 and W12: one training step of a GPT (the `train_gpt` example's model) at nanoGPT's CPU
+//! size and at GPT-2 small's 124M parameters, W12 also with every block checkpointed (W12c).
+//! Each runs in a child process so that its peak RSS is its own.
+
+use std::process::Command;
+
+use autograd_core::{shape, Error, Result, Rng, Tensor};
+use autograd_examples::transformer::{Config, Transformer};
+use autograd_ops::{AdamW, AdamWConfig, Module, Optimizer};
+
+use crate::{peak_rss_mib, report, training_times};
+
+/// A workload's model, batch and step counts.
+struct Workload {
+    config: Config,
+    batch: usize,
+    warm: usize,
+    steps: usize,
+}
+
+/// BENCH.md's sizes (`--quick`: small enough for a debug build's smoke run).
+fn workload(name: &str, quick: bool) -> Workload {
+    let checkpoint = name == "W12c";
+    let (config, batch, warm, steps) = match (name, quick) {
+        ("W11", false) => (gpt(65, 64, 4, 4, 128), 12, 3, 30),
+        (_, false) => (gpt(50_257, 256, 12, 12, 768), 1, 1, 5),
+        ("W11", true) => (gpt(65, 16, 1, 2, 32), 2, 1, 3),
+        (_, true) => (gpt(512, 16, 2, 2, 32), 1, 1, 3),
+    };
+    Workload {
+        config: Config {
+            checkpoint,
+            ..config
+        },
+        batch,
+        warm,
+        steps,
+    }
+}
+
+fn gpt(vocab: usize, context: usize, layers: usize, heads: usize, d_model: usize) -> Config {
+    Config {
+        vocab,
+        context,
+        d_model,
+        heads,
+        layers,
+        ff: 4 * d_model,
+        checkpoint: false,
+    }
+}
+
+fn runtime(e: impl std::fmt::Display) -> Error {
+    Error::Runtime(e.to_string())
+}
+
+/// Runs W11, W12 or W12c in a child process and prints its line.
+pub(crate) fn run(name: &str, quick: bool, child: bool) -> Result<()> {
+    if child {
+        return step(name, quick);
+    }
+    let exe = std::env::current_exe().map_err(runtime)?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["--child", name]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    let out = cmd.output().map_err(runtime)?;
+    if !out.status.success() {
+        autograd_core::bail!(
+            Runtime,
+            "the {name} child failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    Ok(())
+}
+
+/// The training step itself: random tokens and targets, the GPT's cross-entropy, backward,
+/// AdamW (lr 3e-4, weight decay 0.1), as `shared/peers/bench_torch_gpt.py` does.
+fn step(name: &str, quick: bool) -> Result<()> {
+    let w = workload(name, quick);
+    let c = w.config;
+    let mut rng = Rng::new(0);
+    let model = Transformer::gpt(c, &mut rng)?;
+    let mut tokens = || -> Result<Tensor> {
+        let v: Vec<i32> = (0..w.batch * c.context)
+            .map(|_| (rng.next_u64() % c.vocab as u64) as i32)
+            .collect();
+        Tensor::from_vec(v, shape![w.batch, c.context])
+    };
+    let (ids, targets) = (tokens()?, tokens()?);
+    let mut opt = AdamW::new(
+        model.parameters(),
+        AdamWConfig {
+            lr: 3e-4,
+            weight_decay: 0.1,
+            ..AdamWConfig::default()
+        },
+    )?;
+    let parameters = model.num_parameters();
+    let bytes = parameters * 4;
+    let (times, last) = training_times(name, w.warm, w.steps, || {
+        opt.zero_grad()?;
+        let loss = model.loss(&ids, &targets, None)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss.item()?.to_f64())
+    })?;
+    let median = times[times.len() / 2].as_secs_f64();
+    report(
+        name,
+        &times,
+        &format!(
+            ",\"batch\":{},\"checkpoint\":{},\"parameters\":{parameters},\"tokens_per_s\":{:.1},\"peak_rss_mib\":{:.1},\"parameter_bytes\":{bytes},\"gradient_bytes\":{bytes},\"optimizer_state_bytes\":{},\"final_loss\":{last:.4}",
+            w.batch,
+            c.checkpoint,
+            (w.batch * c.context) as f64 / median,
+            peak_rss_mib(),
+            2 * bytes
+        ),
+    );
+    Ok(())
+}
