@@ -77,6 +77,11 @@ pub use autograd_macros::Module;
 pub use layers::{Dropout, Embedding, Linear};
 pub use module::{Field, Module, Role};
 pub use nn::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity, cross_entropy_with,
+    huber_loss, kl_div, l1_loss, mse_loss_with, nll_loss_with, smooth_l1_loss, KlDivReduction,
+    NllLossOptions, Reduction,
+};
+pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
 };
