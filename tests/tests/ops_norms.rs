@@ -1,8 +1,8 @@
-//! The normalisation and lookup layers of issue 38 item 6: `rms_norm` against the numbers
-//! PyTorch 2.15 prints (`tests/fixtures/losses/losses.txt`, rows `rms_norm_*`, written by
-//! `gen_losses.py`), against a plain loop, and by gradcheck on contiguous and strided
-//! inputs; the `RmsNorm` module; `Embedding`'s padding row and max-norm renormalisation; and
-//! errors that leave everything as it was.
+//! The normalisation and lookup layers of issue 38 item 6: `rms_norm` and the embedding lookup
+//! against the numbers PyTorch 2.15 prints (`tests/fixtures/losses/losses.txt`, rows
+//! `rms_norm_*` and `embedding_*`, written by `gen_losses.py`), against a plain loop, and by
+//! gradcheck on contiguous and strided inputs; the `RmsNorm` module; `Embedding`'s padding row
+//! and max-norm renormalisation; and errors that leave everything as it was.
 
 mod loss_fixture;
 
@@ -126,6 +126,22 @@ fn rms_norm_errors_are_value_and_type_errors_that_change_nothing() {
     assert_eq!(kind(RmsNorm::new(&[4], Some(-0.5))), Value);
     assert_eq!(VersionSnapshot::of(&x), before);
     assert!(x.grad().unwrap().is_none());
+}
+
+#[test]
+fn embedding_padding_and_max_norm_match_pytorch_forward_and_gradient() {
+    let lines: Vec<&str> = LOSSES
+        .lines()
+        .filter(|l| l.starts_with("embedding"))
+        .collect();
+    assert_eq!(lines.len(), 3, "the fixture lost embedding cases");
+    let wrong: Vec<String> = lines.iter().flat_map(|l| check(l)).collect();
+    assert!(
+        wrong.is_empty(),
+        "{} values differ from PyTorch 2.15:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }
 
 fn ids(v: &[i32], dims: &[usize]) -> Tensor {

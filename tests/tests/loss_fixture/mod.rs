@@ -1,9 +1,13 @@
-//! The fixture of `tests/fixtures/losses/` (PyTorch 2.15's losses and `rms_norm`, written by
+//! The fixture of `tests/fixtures/losses/` (PyTorch 2.15's losses, `rms_norm` and the embedding
+//! lookup, written by
 //! `gen_losses.py`) and the check of one of its lines, shared by `ops_losses.rs` and
 //! `ops_norms.rs`.
 
 use autograd_core::{grad, GradOptions, Result, Tensor};
-use autograd_ops::{self as ops, CrossEntropyOptions, KlDivReduction, NllLossOptions, Reduction};
+use autograd_ops::{
+    self as ops, CrossEntropyOptions, Embedding, EmbeddingOptions, KlDivReduction, NllLossOptions,
+    Reduction,
+};
 use autograd_tests::{t, vals};
 
 /// PyTorch's numbers, one case a line (shared with `ops_norms.rs`).
@@ -117,6 +121,16 @@ fn run(op: &str, p: &str, x: &[Option<Tensor>]) -> Result<Tensor> {
                 _ => Some(number(p, "eps")),
             };
             ops::rms_norm(a, &dims[dims.len() - k..], b, eps)
+        }
+        "embedding" => {
+            let options = EmbeddingOptions {
+                padding_idx: param(p, "padding").map(|v| v.parse().expect("a row")),
+                max_norm: param(p, "max_norm").map(|_| number(p, "max_norm")),
+                norm_type: param(p, "norm_type").map_or(2.0, |_| number(p, "norm_type")),
+            };
+            // the table holds the operand itself, so a renormalisation writes into it
+            let table = Embedding::from_weight_with_options(a.clone(), options)?;
+            table.forward(&classes(b.expect("ids")))
         }
         other => panic!("the fixture names an op this test does not know: {other}"),
     }
