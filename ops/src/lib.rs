@@ -74,8 +74,14 @@ pub use attention::{causal_attention, flash_causal_attention};
 /// `#[derive(Module)]`: the trait of the same name and this derive are both
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
 pub use autograd_macros::Module;
+pub use layers::EmbeddingOptions;
 pub use layers::{Dropout, Embedding, Linear};
 pub use module::{Field, Module, Role};
+pub use nn::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity, cross_entropy_with,
+    huber_loss, kl_div, l1_loss, mse_loss_with, nll_loss_with, rms_norm, smooth_l1_loss,
+    KlDivReduction, NllLossOptions, Reduction, RmsNorm,
+};
 pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,

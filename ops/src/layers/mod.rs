@@ -5,8 +5,9 @@
 
 mod dropout;
 mod embedding;
+mod embedding_lookup;
 mod linear;
 
 pub use dropout::Dropout;
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::Linear;

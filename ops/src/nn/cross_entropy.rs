@@ -6,11 +6,14 @@ use std::sync::Arc;
 use autograd_core::kernel::{
     exp_f32, lane_sum, log_sum_exp_shifted, per_row, read_rows, row, row_max, write_rows,
 };
-use autograd_core::{differentiable, ensure, simd, Captured, Layout, Result, Tensor};
+use autograd_core::{differentiable, ensure, simd, Captured, DType, Layout, Result, Tensor};
 
-use super::target::class_targets;
-/// The options of [`cross_entropy`], PyTorch's keyword arguments (the reduction is always the
-/// mean). `Default` ignores no target and does not smooth.
+use super::reduction::{reduce_losses, spread, Reduction};
+use super::target::{class_targets, Targets};
+
+/// The options of [`cross_entropy`], PyTorch's keyword arguments (the reduction and the class
+/// weight are arguments of [`cross_entropy_with`], so that code building this struct with
+/// every field keeps compiling). `Default` ignores no target and does not smooth.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CrossEntropyOptions {
     /// Rows whose target equals this value contribute neither loss nor gradient, and are not
@@ -33,7 +36,8 @@ pub(crate) fn scalar_like(like: &Tensor, value: f64) -> Result<Tensor> {
 /// with `reduction="mean"`: per row `-sum_c q_c log softmax(logits)_c` with
 /// `q = (1 - eps) onehot(target) + eps / C`, averaged over the rows whose target is not
 /// `options.ignore_index`. The result is a one-element tensor; when every row is ignored it
-/// is NaN (0 / 0, as PyTorch) and the gradient is zero.
+/// is NaN (0 / 0, as PyTorch) and the gradient is zero. [`cross_entropy_with`] adds PyTorch's
+/// class `weight` and `reduction`.
 ///
 /// Fused: the forward pass keeps only each row's log-sum-exp after its max is taken out (`N`
 /// floats, not `N x C` log-probabilities; the VJP finds the max again, so the softmax it
@@ -52,25 +56,57 @@ pub(crate) fn scalar_like(like: &Tensor, value: f64) -> Result<Tensor> {
 /// let loss = cross_entropy(&logits, &target, CrossEntropyOptions::default()).unwrap();
 /// assert!((loss.values::<f32>().unwrap()[0] - std::f32::consts::LN_2).abs() < 1e-6);
 /// ```
-#[differentiable]
 pub fn cross_entropy(
     logits: &Tensor,
     targets: &Tensor,
     options: CrossEntropyOptions,
 ) -> Result<Tensor> {
-    // loss = (1/n) sum_k sum_c q_kc (lse_k - x_kc) with sum_c q_kc = 1:
-    // d loss / d x_kc = (e^(x_kc - lse_k) - q_kc) / n on counted rows, 0 on ignored ones,
-    // with x_kc - lse_k = (x_kc - max_k) - shifted_k
+    cross_entropy_with(logits, targets, None, options, Reduction::Mean)
+}
+
+/// [`cross_entropy`] with PyTorch's class `weight` (Float32 `[C]`, no gradient, as in PyTorch)
+/// and `reduction`. Row `k` with target `t` costs
+/// `(1 - eps) w_t nll_k + (eps / C) sum_c w_c (lse_k - x_kc)` (0 when ignored); the mean
+/// divides the sum by the total weight `sum_k w_(t_k)` of the rows not ignored (by their
+/// count without a weight), as PyTorch's weighted mean, and `Reduction::None` gives the
+/// per-row losses, shaped like `targets`. A weight of another dtype is `Error::Type`, of
+/// another length `Error::Value`; otherwise errors as [`cross_entropy`].
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::{cross_entropy_with, CrossEntropyOptions, Reduction};
+/// let logits = Tensor::from_vec(vec![0.0f32, 0.0, 0.0, 0.0], shape![2, 2]).unwrap();
+/// let target = Tensor::from_vec(vec![1i32, 0], shape![2]).unwrap();
+/// let w = Tensor::from_vec(vec![1.0f32, 3.0], shape![2]).unwrap();
+/// let opts = CrossEntropyOptions::default();
+/// let rows = cross_entropy_with(&logits, &target, Some(&w), opts, Reduction::None).unwrap();
+/// let ln2 = std::f32::consts::LN_2;
+/// assert_eq!(rows.values::<f32>().unwrap(), [3.0 * ln2, ln2]);
+/// ```
+#[differentiable]
+pub fn cross_entropy_with(
+    logits: &Tensor,
+    targets: &Tensor,
+    weight: Option<&Tensor>,
+    options: CrossEntropyOptions,
+    reduction: Reduction,
+) -> Result<Tensor> {
+    // loss_k = sum_c q_kc (lse_k - x_kc) with q_kc = (1 - eps) w_t [c = t] + (eps / C) w_c:
+    // d loss_k / d x_kc = (sum_c q_kc) softmax_kc - q_kc, times row k's cotangent (0 when
+    // ignored), with x_kc - lse_k = (x_kc - max_k) - shifted_k
     fn vjp(
         g: &Tensor,
         logits: &Tensor,
         targets: &Tensor,
+        weight: Option<&Tensor>,
         options: CrossEntropyOptions,
+        reduction: Reduction,
         shifted: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
+        let w = class_weights("cross_entropy", weight, rows.n)?;
         let shifted = shifted.values::<f32>()?;
-        let scale = g.values::<f32>()?[0] / t.count as f32;
+        let scales = spread(g, rows.count(), reduction, divisor(&t, w.as_deref()))?;
         let (n, eps) = (rows.n, options.label_smoothing);
         let (off, on) = (eps / n as f32, 1.0 - eps);
         let dx = read_rows::<f32, _>(logits, rows, |e| {
@@ -80,10 +116,22 @@ pub fn cross_entropy(
                     return;
                 };
                 let xr = row(&e, k, n, buf);
-                simd!(row_gradient(out, xr, shifted[k], target, scale, (on, off)));
+                match &w {
+                    None => simd!(row_gradient(
+                        out,
+                        xr,
+                        shifted[k],
+                        target,
+                        scales[k],
+                        (on, off)
+                    )),
+                    Some(w) => {
+                        weighted_row_gradient(out, xr, shifted[k], (target, w), scales[k], eps);
+                    }
+                }
             })
         })?;
-        Ok((Some(dx), None))
+        Ok((Some(dx), None, None))
     }
     ensure!(
         (0.0..=1.0).contains(&options.label_smoothing),
@@ -92,6 +140,7 @@ pub fn cross_entropy(
         options.label_smoothing
     );
     let (rows, t) = class_targets("cross_entropy", logits, targets, options.ignore_index)?;
+    let w = class_weights("cross_entropy", weight, rows.n)?;
     let (n, eps) = (rows.n, f64::from(options.label_smoothing));
     // per row: its log-sum-exp less its max, and its loss (0 when ignored)
     let per = read_rows::<f32, _>(logits, rows, |e| {
@@ -99,7 +148,10 @@ pub fn cross_entropy(
             // the row is read outside `simd!`, so that its closure stays small enough to be
             // inlined into (and vectorised as) each instruction-set copy
             let xr = row(&e, k, n, buf);
-            simd!(row_loss(xr, t.classes[k], eps))
+            match &w {
+                None => simd!(row_loss(xr, t.classes[k], eps)),
+                Some(w) => weighted_row_loss(xr, t.classes[k], w, eps),
+            }
         })
     })?;
     #[residual]
@@ -107,8 +159,88 @@ pub fn cross_entropy(
         per.iter().map(|p| p.0).collect(),
         Arc::new(Layout::row_major(&[rows.count()])?),
     )?;
-    let total: f64 = per.iter().map(|p| p.1).sum();
-    scalar_like(logits, total / t.count as f64)
+    let losses: Vec<f64> = per.iter().map(|p| p.1).collect();
+    reduce_losses(
+        logits,
+        &targets.dims(),
+        &losses,
+        reduction,
+        divisor(&t, w.as_deref()),
+    )
+}
+
+/// The checked class weights of a classification loss: Float32 (`Error::Type`) of shape `[C]`
+/// (`Error::Value`), or `None` without a weight.
+pub(crate) fn class_weights(
+    op: &str,
+    weight: Option<&Tensor>,
+    classes: usize,
+) -> Result<Option<Vec<f32>>> {
+    let Some(w) = weight else { return Ok(None) };
+    ensure!(
+        w.dtype() == &DType::Float32,
+        Type,
+        "{op}: the class weight must be Float32, got {}",
+        w.dtype()
+    );
+    ensure!(
+        w.dims() == [classes],
+        Value,
+        "{op}: the class weight of shape {} must have one element per class, [{classes}]",
+        w.shape()
+    );
+    Ok(Some(w.values::<f32>()?))
+}
+
+/// The divisor of a classification loss's mean: the total weight of the targets not ignored,
+/// or their count without a weight.
+pub(crate) fn divisor(t: &Targets, w: Option<&[f32]>) -> f64 {
+    match w {
+        None => t.count as f64,
+        Some(w) => t.classes.iter().flatten().map(|&c| f64::from(w[c])).sum(),
+    }
+}
+
+/// One row's log-sum-exp less its max and its loss with class weights `w` and smoothing `eps`
+/// (0 for an ignored row); plain code, as weights are the rare case.
+fn weighted_row_loss(xr: &[f32], target: Option<usize>, w: &[f32], eps: f64) -> (f32, f64) {
+    let m = row_max(xr);
+    let shifted = log_sum_exp_shifted(xr, m);
+    let Some(target) = target else {
+        return (shifted as f32, 0.0);
+    };
+    // lse - x_c = shifted - (x_c - m), exact however large the logits
+    let nll = |c: usize| shifted - f64::from(xr[c] - m);
+    let mut loss = (1.0 - eps) * f64::from(w[target]) * nll(target);
+    if eps > 0.0 {
+        let smooth: f64 = (0..xr.len()).map(|c| f64::from(w[c]) * nll(c)).sum();
+        loss += eps / xr.len() as f64 * smooth;
+    }
+    (shifted as f32, loss)
+}
+
+/// `out = scale ((sum_c q_c) softmax(x) - q)` for one row with class weights `w`, `q` the
+/// weighted smoothed target `(1 - eps) w_t [c = t] + (eps / C) w_c`.
+fn weighted_row_gradient(
+    out: &mut [f32],
+    xr: &[f32],
+    shifted: f32,
+    (target, w): (usize, &[f32]),
+    scale: f32,
+    eps: f32,
+) {
+    let m = row_max(xr);
+    let off = eps / xr.len() as f32;
+    let total = (1.0 - eps) * w[target] + off * w.iter().sum::<f32>();
+    for (c, (o, &x)) in out.iter_mut().zip(xr).enumerate() {
+        let q = off * w[c]
+            + if c == target {
+                (1.0 - eps) * w[target]
+            } else {
+                0.0
+            };
+        *o = scale * (total * exp_f32((x - m) - shifted) - q);
+    }
 }
 
 // The per-row arithmetic, `#[inline(always)]` for `simd!`.

@@ -1,10 +1,11 @@
-//! The plain losses: `nll_loss` over log-probabilities and `mse_loss`, both mean-reduced to a
-//! one-element tensor as PyTorch's defaults.
+//! The negative log-likelihood loss over log-probabilities (with PyTorch's class weight,
+//! `ignore_index` and reduction) and the mean-reduced `mse_loss` of earlier callers.
 
-use autograd_core::ops::broadcast_pair;
-use autograd_core::{differentiable, ensure, kernel, DType, Result, Tensor};
+use autograd_core::{differentiable, kernel, Captured, Result, Tensor};
 
-use super::cross_entropy::scalar_like;
+use super::cross_entropy::{class_weights, divisor};
+use super::reduction::{reduce_losses, spread, Reduction};
+use super::regression::mse_loss_with;
 use super::target::class_targets;
 
 /// The logical position of class `c` of row `k` in a `[outer, n, inner]` tensor.
@@ -13,10 +14,25 @@ fn position(k: usize, c: usize, n: usize, inner: usize) -> usize {
     (o * n + c) * inner + i
 }
 
+/// The options of [`nll_loss_with`], PyTorch's keyword arguments but the weight. `Default`
+/// ignores no target and takes the mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NllLossOptions {
+    /// Rows whose target equals this value contribute neither loss nor gradient, and are not
+    /// counted by the mean. `None` (unlike PyTorch's default of -100): every target must be a
+    /// class.
+    pub ignore_index: Option<i32>,
+    /// How the per-row losses are folded.
+    pub reduction: Reduction,
+}
+
+impl Captured for NllLossOptions {}
+
 /// The mean negative log-likelihood of Int32 class `targets` (`[N]` or `[N, d1, ...]`) under
 /// `log_probs` (`[N, C]` or `[N, C, d1, ...]`, Float32, classes on axis 1): `-log_probs[k,
 /// target_k]` averaged over the rows whose target is not `ignore_index`, as PyTorch's
 /// `nll_loss` with `reduction="mean"` (NaN when every row is ignored, with a zero gradient).
+/// [`nll_loss_with`] adds the class weight and the reduction.
 /// Errors as [`cross_entropy`](super::cross_entropy::cross_entropy).
 ///
 /// ```
@@ -26,43 +42,85 @@ fn position(k: usize, c: usize, n: usize, inner: usize) -> usize {
 /// let t = Tensor::from_vec(vec![1i32, 0], shape![2]).unwrap();
 /// assert_eq!(nll_loss(&lp, &t, None).unwrap().values::<f32>().unwrap(), [1.5]);
 /// ```
-#[differentiable]
 pub fn nll_loss(log_probs: &Tensor, targets: &Tensor, ignore_index: Option<i32>) -> Result<Tensor> {
-    // loss = -(1/n) sum_k lp[k, t_k]: d loss / d lp[k, t_k] = -1/n on counted rows, 0 elsewhere
+    let options = NllLossOptions {
+        ignore_index,
+        reduction: Reduction::Mean,
+    };
+    nll_loss_with(log_probs, targets, None, options)
+}
+
+/// [`nll_loss`] with PyTorch's class `weight` (Float32 `[C]`, no gradient, as in PyTorch) and
+/// reduction: row `k` costs `-w_(t_k) log_probs[k, t_k]` (0 when ignored); the mean divides
+/// by the total weight of the rows not ignored (NaN when it is 0), and `Reduction::None` gives
+/// the per-row losses shaped like `targets`. A weight of another dtype is `Error::Type`, of
+/// another length `Error::Value`; otherwise errors as [`nll_loss`].
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::{nll_loss_with, NllLossOptions, Reduction};
+/// let lp = Tensor::from_vec(vec![-0.5f32, -1.0, -2.0, -0.1], shape![2, 2]).unwrap();
+/// let t = Tensor::from_vec(vec![1i32, 0], shape![2]).unwrap();
+/// let w = Tensor::from_vec(vec![3.0f32, 1.0], shape![2]).unwrap();
+/// let l = nll_loss_with(&lp, &t, Some(&w), NllLossOptions::default()).unwrap();
+/// assert_eq!(l.values::<f32>().unwrap(), [(1.0 + 6.0) / 4.0]);
+/// ```
+#[differentiable]
+pub fn nll_loss_with(
+    log_probs: &Tensor,
+    targets: &Tensor,
+    weight: Option<&Tensor>,
+    options: NllLossOptions,
+) -> Result<Tensor> {
+    // loss_k = -w_t lp[k, t_k]: d loss / d lp[k, t_k] = -w_t times row k's cotangent
     fn vjp(
         g: &Tensor,
         log_probs: &Tensor,
         targets: &Tensor,
-        ignore_index: Option<i32>,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (rows, t) = class_targets("nll_loss", log_probs, targets, ignore_index)?;
-        let step = -g.values::<f32>()?[0] / t.count as f32;
-        let mut dx = autograd_core::kernel::alloc::filled(log_probs.size(), 0.0f32)?;
+        weight: Option<&Tensor>,
+        options: NllLossOptions,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (rows, t) = class_targets("nll_loss", log_probs, targets, options.ignore_index)?;
+        let w = class_weights("nll_loss", weight, rows.n)?;
+        let scales = spread(
+            g,
+            rows.count(),
+            options.reduction,
+            divisor(&t, w.as_deref()),
+        )?;
+        let mut dx = kernel::alloc::filled(log_probs.size(), 0.0f32)?;
         for (k, c) in t.classes.iter().enumerate() {
             if let Some(c) = *c {
-                dx[position(k, c, rows.n, rows.inner)] = step;
+                let wc = w.as_ref().map_or(1.0, |w| w[c]);
+                dx[position(k, c, rows.n, rows.inner)] = -scales[k] * wc;
             }
         }
-        Ok((Some(log_probs.f32_like(dx)?), None))
+        Ok((Some(log_probs.f32_like(dx)?), None, None))
     }
-    let (rows, t) = class_targets("nll_loss", log_probs, targets, ignore_index)?;
-    let total = kernel::read::<f32, _>(log_probs, |e| {
-        let mut total = 0.0f64;
+    let (rows, t) = class_targets("nll_loss", log_probs, targets, options.ignore_index)?;
+    let w = class_weights("nll_loss", weight, rows.n)?;
+    let losses = kernel::read::<f32, _>(log_probs, |e| {
+        let mut losses = Vec::with_capacity(t.classes.len());
         for (k, c) in t.classes.iter().enumerate() {
+            let mut loss = 0.0f64;
             if let Some(c) = *c {
+                let wc = w.as_ref().map_or(1.0, |w| f64::from(w[c]));
                 e.for_each_in(position(k, c, rows.n, rows.inner), 1, |v| {
-                    total -= f64::from(v);
+                    loss = -wc * f64::from(v);
                 });
             }
+            losses.push(loss);
         }
-        total
+        losses
     })?;
-    scalar_like(log_probs, total / t.count as f64)
+    let div = divisor(&t, w.as_deref());
+    reduce_losses(log_probs, &targets.dims(), &losses, options.reduction, div)
 }
 
 /// The mean squared error `mean((a - b)^2)` of two Float32 tensors of equal extents (their
 /// shape trees may differ; `Error::Value` for different extents, `Error::Type` for another
-/// dtype), as a one-element tensor; NaN for empty tensors.
+/// dtype), as a one-element tensor; NaN for empty tensors. [`mse_loss_with`] takes a
+/// reduction.
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};
@@ -71,56 +129,6 @@ pub fn nll_loss(log_probs: &Tensor, targets: &Tensor, ignore_index: Option<i32>)
 /// let b = Tensor::from_vec(vec![0.0f32, 4.0], shape![2]).unwrap();
 /// assert_eq!(mse_loss(&a, &b).unwrap().values::<f32>().unwrap(), [2.5]);
 /// ```
-#[differentiable]
 pub fn mse_loss(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    // loss = (1/n) sum (a - b)^2:  da = 2 (a - b) g / n,  db = -da
-    fn vjp(
-        g: &Tensor,
-        a: &Tensor,
-        b: &Tensor,
-        needs: &NeedsGrad,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let scale = 2.0 * g.values::<f32>()?[0] / a.size() as f32;
-        // one shape tree for the kernels (the extents are equal; runs without a graph)
-        let (a, b) = &broadcast_pair(a, b)?;
-        let da = if needs.input(0) {
-            Some(kernel::zip(a, b, |x: f32, y: f32| scale * (x - y))?)
-        } else {
-            None
-        };
-        let db = if needs.input(1) {
-            Some(kernel::zip(a, b, |x: f32, y: f32| scale * (y - x))?)
-        } else {
-            None
-        };
-        Ok((da, db))
-    }
-    for (what, t) in [("a", a), ("b", b)] {
-        ensure!(
-            t.dtype() == &DType::Float32,
-            Type,
-            "mse_loss: {what} must be Float32, got {}",
-            t.dtype()
-        );
-    }
-    ensure!(
-        a.dims() == b.dims(),
-        Value,
-        "mse_loss: the operands have shapes {} and {} (their extents must be equal)",
-        a.shape(),
-        b.shape()
-    );
-    let (a, b) = &broadcast_pair(a, b)?;
-    let squares = kernel::zip(a, b, |x: f32, y: f32| (x - y) * (x - y))?;
-    let axes: Vec<usize> = (0..squares.layout().rank()).collect();
-    let mean = kernel::reduce(
-        &squares,
-        &axes,
-        false,
-        || 0.0f64,
-        |s, v: f32| s + f64::from(v),
-        |s, n| s / n as f64,
-    )?;
-    let m: f64 = mean.values::<f64>()?.first().copied().unwrap_or(f64::NAN);
-    scalar_like(a, m)
+    mse_loss_with(a, b, Reduction::Mean)
 }
