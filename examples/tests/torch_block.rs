@@ -7,11 +7,12 @@
 //! PyTorch. It lives here, not in tests/tests/torch_interop.rs, because the block is this
 //! crate's and the tests crate does not depend on this one.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use autograd_core::{DType, Rng, Tensor};
 use autograd_examples::transformer::{Block, Config};
 use autograd_ops::Module;
+use autograd_tests::committed::{Committed, Io};
 
 /// `tests/fixtures/torch/name` of the workspace.
 fn fixture(name: &str) -> PathBuf {
@@ -33,14 +34,9 @@ fn config() -> Config {
     }
 }
 
-/// An input and the model's output on it, as buffers so that they load by name.
-#[derive(Debug, Module)]
-struct Io {
-    #[module(buffer)]
-    input: Tensor,
-    #[module(buffer)]
-    output: Tensor,
-}
+/// The committed `rust_block*` files and the command that rewrites them.
+const COMMITTED: Committed =
+    Committed::new("REGENERATE_FIXTURES=1 cargo test -p autograd-examples --test torch_block");
 
 /// The `input` and `output` `[2, 5, 16]` of the io file `name`.
 fn io(name: &str) -> Io {
@@ -107,89 +103,6 @@ fn a_block_refuses_an_input_that_is_not_batch_time_width() {
     }
 }
 
-/// How to rewrite the committed `rust_block*` fixtures.
-const REGENERATE: &str = "REGENERATE_FIXTURES=1 cargo test -p autograd-examples --test torch_block";
-
-/// Whether this run rewrites the committed `rust_*` fixtures instead of checking them.
-fn regenerating() -> bool {
-    std::env::var("REGENERATE_FIXTURES").is_ok_and(|v| v == "1")
-}
-
-/// What to do about a stale committed fixture.
-fn stale_help() -> String {
-    format!(
-        "regenerate it with `{REGENERATE}`, then check that PyTorch loads it with \
-         `~/torch-venv/bin/python tests/fixtures/torch/gen_state_dicts.py --check`"
-    )
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.values::<f32>()
-        .unwrap()
-        .iter()
-        .map(|x| x.to_bits())
-        .collect()
-}
-
-/// Checks that the committed fixture `name` equals the file `fresh` byte for byte, or under
-/// `REGENERATE_FIXTURES=1` replaces it with `fresh`.
-#[track_caller]
-fn committed_file_is(name: &str, fresh: &Path) {
-    let path = fixture(name);
-    let fresh = std::fs::read(fresh).unwrap();
-    if regenerating() {
-        std::fs::write(&path, &fresh).unwrap();
-        return;
-    }
-    let committed = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
-    assert!(
-        committed == fresh,
-        "{} ({} bytes) is not what this library saves now ({} bytes): {}",
-        path.display(),
-        committed.len(),
-        fresh.len(),
-        stale_help()
-    );
-}
-
-/// Checks the committed io fixture `name` against `now`: the input bit for bit, the output
-/// to 1e-6 (the kernels choose their SIMD paths by CPU, so a product's last bits may differ
-/// between machines; PyTorch is held to 1e-5). Under `REGENERATE_FIXTURES=1` saves `now`.
-#[track_caller]
-fn committed_io_is(name: &str, now: &Io) {
-    let path = fixture(name);
-    if regenerating() {
-        now.save(&path).unwrap();
-        return;
-    }
-    let mut committed = Io {
-        input: Tensor::zeros(now.input.dims(), &DType::Float32).unwrap(),
-        output: Tensor::zeros(now.output.dims(), &DType::Float32).unwrap(),
-    };
-    committed
-        .load(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
-    assert!(
-        bits(&committed.input) == bits(&now.input),
-        "{}: the input differs from this library's: {}",
-        path.display(),
-        stale_help()
-    );
-    let (c, n) = (
-        committed.output.values::<f32>().unwrap(),
-        now.output.values::<f32>().unwrap(),
-    );
-    for (i, (a, b)) in c.iter().zip(&n).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-6,
-            "{}: output element {i} is {a}, this library computes {b}: {}",
-            path.display(),
-            stale_help()
-        );
-    }
-}
-
 /// Issue 37 item 3, "a file saved by this library loads in PyTorch": the files PyTorch is
 /// checked against (`gen_state_dicts.py --check`) are the ones a seeded block saves today.
 #[test]
@@ -205,7 +118,7 @@ fn the_committed_rust_block_files_are_what_this_library_saves() {
     std::fs::create_dir_all(&dir).unwrap();
     let fresh = dir.join("rust_block.safetensors");
     block.save(&fresh).unwrap();
-    committed_file_is("rust_block.safetensors", &fresh);
-    committed_io_is("rust_block_io.safetensors", &io);
+    COMMITTED.file_is(&fixture("rust_block.safetensors"), &fresh);
+    COMMITTED.io_is(&fixture("rust_block_io.safetensors"), &io);
     std::fs::remove_dir_all(&dir).ok();
 }

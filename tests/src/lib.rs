@@ -1,5 +1,7 @@
 //! Shared helpers of the conformance tests.
 
+pub mod committed;
+
 use autograd_core::{differentiable, CpuCarrier, ErrorKind, Layout, Result, Shape, Stride, Tensor};
 
 /// A Float32 tensor from values and flat dims (row-major).

@@ -5,12 +5,13 @@
 //! here byte for byte, so they cannot go stale), and the script's `--check` loads them into
 //! PyTorch; this test needs no Python. `REGENERATE_FIXTURES=1` rewrites them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use autograd_core::{DType, Rng, Tensor};
 use autograd_ops::module::join;
 use autograd_ops::persist::LoadOptions;
 use autograd_ops::{relu, Linear, Module, Role};
+use autograd_tests::committed::{Committed, Io as RustIo};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -136,98 +137,9 @@ fn a_pytorch_state_dict_saved_again_here_round_trips_bit_for_bit() {
     }
 }
 
-/// An input and this library's output on it, saved beside a model for PyTorch to compare.
-#[derive(Module)]
-struct RustIo {
-    #[module(buffer)]
-    input: Tensor,
-    #[module(buffer)]
-    output: Tensor,
-}
-
-/// How to rewrite the committed `rust_*` fixtures of this test.
-const REGENERATE: &str = "REGENERATE_FIXTURES=1 cargo test -p autograd-tests --test torch_interop";
-
-/// Whether this run rewrites the committed `rust_*` fixtures instead of checking them.
-fn regenerating() -> bool {
-    std::env::var("REGENERATE_FIXTURES").is_ok_and(|v| v == "1")
-}
-
-/// What to do about a stale committed fixture.
-fn stale_help() -> String {
-    format!(
-        "regenerate it with `{REGENERATE}`, then check that PyTorch loads it with \
-         `~/torch-venv/bin/python tests/fixtures/torch/gen_state_dicts.py --check`"
-    )
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.values::<f32>()
-        .unwrap()
-        .iter()
-        .map(|x| x.to_bits())
-        .collect()
-}
-
-/// Checks that the committed fixture `name` equals the file `fresh` byte for byte, or under
-/// `REGENERATE_FIXTURES=1` replaces it with `fresh`.
-#[track_caller]
-fn committed_file_is(name: &str, fresh: &Path) {
-    let path = fixture(name);
-    let fresh = std::fs::read(fresh).unwrap();
-    if regenerating() {
-        std::fs::write(&path, &fresh).unwrap();
-        return;
-    }
-    let committed = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
-    assert!(
-        committed == fresh,
-        "{} ({} bytes) is not what this library saves now ({} bytes): {}",
-        path.display(),
-        committed.len(),
-        fresh.len(),
-        stale_help()
-    );
-}
-
-/// Checks the committed io fixture `name` against `io`: the input bit for bit, the output to
-/// 1e-6 (the kernels choose their SIMD paths by CPU, so a product's last bits may differ
-/// between machines; PyTorch is held to 1e-5). Under `REGENERATE_FIXTURES=1` saves `io` there.
-#[track_caller]
-fn committed_io_is(name: &str, io: &RustIo) {
-    let path = fixture(name);
-    if regenerating() {
-        io.save(&path).unwrap();
-        return;
-    }
-    let z = |t: &Tensor| Tensor::zeros(t.dims(), &DType::Float32).unwrap();
-    let mut committed = RustIo {
-        input: z(&io.input),
-        output: z(&io.output),
-    };
-    committed
-        .load(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; {}", path.display(), stale_help()));
-    assert!(
-        bits(&committed.input) == bits(&io.input),
-        "{}: the input differs from this library's: {}",
-        path.display(),
-        stale_help()
-    );
-    let (c, now) = (
-        committed.output.values::<f32>().unwrap(),
-        io.output.values::<f32>().unwrap(),
-    );
-    for (i, (a, b)) in c.iter().zip(&now).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-6,
-            "{}: output element {i} is {a}, this library computes {b}: {}",
-            path.display(),
-            stale_help()
-        );
-    }
-}
+/// The committed `rust_mlp*` files and the command that rewrites them.
+const COMMITTED: Committed =
+    Committed::new("REGENERATE_FIXTURES=1 cargo test -p autograd-tests --test torch_interop");
 
 /// Issue 37 item 3, "a file saved by this library loads in PyTorch": the files PyTorch is
 /// checked against (`gen_state_dicts.py --check`) are the ones a seeded MLP saves today.
@@ -243,6 +155,6 @@ fn the_committed_rust_mlp_files_are_what_this_library_saves() {
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("rust_mlp.safetensors");
     mlp.save(&fresh).unwrap();
-    committed_file_is("rust_mlp.safetensors", &fresh);
-    committed_io_is("rust_mlp_io.safetensors", &io);
+    COMMITTED.file_is(&fixture("rust_mlp.safetensors"), &fresh);
+    COMMITTED.io_is(&fixture("rust_mlp_io.safetensors"), &io);
 }

@@ -2,13 +2,11 @@
 //! size and at GPT-2 small's 124M parameters, W12 also with every block checkpointed (W12c).
 //! Each runs in a child process so that its peak RSS is its own.
 
-use std::process::Command;
-
-use autograd_core::{shape, Error, Result, Rng, Tensor};
+use autograd_core::{shape, Result, Rng, Tensor};
 use autograd_examples::transformer::{Config, Transformer};
 use autograd_ops::{AdamW, AdamWConfig, Module, Optimizer};
 
-use crate::{peak_rss_mib, report, training_times};
+use crate::{in_child, peak_rss_mib, report, training_times};
 
 /// A workload's model, batch and step counts.
 struct Workload {
@@ -50,31 +48,12 @@ fn gpt(vocab: usize, context: usize, layers: usize, heads: usize, d_model: usize
     }
 }
 
-fn runtime(e: impl std::fmt::Display) -> Error {
-    Error::Runtime(e.to_string())
-}
-
 /// Runs W11, W12 or W12c in a child process and prints its line.
 pub(crate) fn run(name: &str, quick: bool, child: bool) -> Result<()> {
     if child {
         return step(name, quick);
     }
-    let exe = std::env::current_exe().map_err(runtime)?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["--child", name]);
-    if quick {
-        cmd.arg("--quick");
-    }
-    let out = cmd.output().map_err(runtime)?;
-    if !out.status.success() {
-        autograd_core::bail!(
-            Runtime,
-            "the {name} child failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    print!("{}", String::from_utf8_lossy(&out.stdout));
+    print!("{}", in_child(name, quick, &[])?);
     Ok(())
 }
 

@@ -149,13 +149,44 @@ fn w1(name: &str, n: usize, quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// This process's peak resident set in MiB (`VmHWM`).
 fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// A memory figure of this process in MiB, from its `key` line of `/proc/self/status`.
+fn status_mib(key: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Runs workload `name` in a child process of this bench (`--child name`, with `--quick`
+/// when asked and the environment `env`), so that its peak RSS is its own; returns what the
+/// child printed.
+fn in_child(name: &str, quick: bool, env: &[(&str, &std::path::Path)]) -> Result<String> {
+    let runtime = |e: std::io::Error| autograd_core::Error::Runtime(e.to_string());
+    let mut cmd = Command::new(std::env::current_exe().map_err(runtime)?);
+    cmd.args(["--child", name]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().map_err(runtime)?;
+    if !out.status.success() {
+        autograd_core::bail!(
+            Runtime,
+            "the {name} child failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// This process's minor page faults and kernel time in seconds, from `/proc/self/stat`

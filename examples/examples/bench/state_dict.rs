@@ -3,14 +3,13 @@
 //! RSS is its own: the target is at most the file plus the parameters plus 10%.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use autograd_core::{Error, Result, Tensor};
 use autograd_ops::module::join;
 use autograd_ops::{Module, Role};
 
-use crate::{ms, peak_rss_mib};
+use crate::{in_child, ms, peak_rss_mib, status_mib};
 
 /// The environment variable naming the file a load child reads.
 const FILE_VAR: &str = "AUTOGRAD_BENCH_S1_FILE";
@@ -47,16 +46,6 @@ fn size(quick: bool) -> (usize, usize) {
     } else {
         (25, 1024)
     }
-}
-
-/// This process's resident set in MiB now (`VmRSS`).
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn runtime(e: impl std::fmt::Display) -> Error {
@@ -96,22 +85,7 @@ fn save_then_load(path: &Path, n: usize, side: usize, quick: bool) -> Result<()>
             .collect::<Result<_>>()?,
     );
     let bytes = std::fs::metadata(path).map_err(runtime)?.len() as f64;
-    let exe = std::env::current_exe().map_err(runtime)?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["--child", "S1"]).env(FILE_VAR, path);
-    if quick {
-        cmd.arg("--quick");
-    }
-    let out = cmd.output().map_err(runtime)?;
-    if !out.status.success() {
-        autograd_core::bail!(
-            Runtime,
-            "the S1 load child failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let child = String::from_utf8_lossy(&out.stdout);
+    let child = in_child("S1", quick, &[(FILE_VAR, path)])?;
     let gb = |d: Duration| bytes / d.as_secs_f64() / 1e9;
     println!(
         "{{\"workload\":\"S1\",\"threads\":{},\"file_mib\":{:.1},\"save_ms\":{:.2},\"save_gbps\":{:.3}{}}}",
@@ -130,7 +104,7 @@ fn save_then_load(path: &Path, n: usize, side: usize, quick: bool) -> Result<()>
 fn load_child(n: usize, side: usize) -> Result<()> {
     let path = PathBuf::from(std::env::var_os(FILE_VAR).ok_or_else(|| runtime("no S1 file"))?);
     let mut model = Stack::new(n, side, 0.0)?;
-    let before = rss_mib();
+    let before = status_mib("VmRSS:");
     let bytes = std::fs::metadata(&path).map_err(runtime)?.len() as f64;
     let times = (0..5)
         .map(|_| {
