@@ -66,6 +66,7 @@ captured!(
     crate::Layout,
     crate::layout::Leaf,
     crate::layout::Aliasing,
+    crate::Scalar,
 );
 
 impl<T: ?Sized> Captured for PhantomData<T> {}

@@ -18,6 +18,7 @@ mod elementwise;
 mod elementwise_method;
 mod index;
 mod linalg;
+mod mask;
 mod operators;
 mod pointwise;
 mod reduce;
@@ -37,6 +38,7 @@ pub use elementwise::{
 };
 pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
+pub use mask::{masked_fill, tril, triu};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
 pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
 pub use special::{
