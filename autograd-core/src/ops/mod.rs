@@ -14,6 +14,7 @@ mod activation;
 mod broadcast;
 mod cast;
 mod compare;
+mod construct;
 mod elementwise;
 mod elementwise_method;
 mod index;
@@ -22,6 +23,7 @@ mod mask;
 mod operators;
 mod pointwise;
 mod reduce;
+mod repeat;
 mod special;
 mod unary;
 mod unbind;
@@ -32,6 +34,7 @@ pub use activation::{elu, hardswish, hardtanh, leaky_relu, mish, selu, softplus}
 pub use broadcast::{broadcast_pair, broadcast_shapes, broadcast_to};
 pub use cast::to_dtype;
 pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
+pub use construct::one_hot;
 pub use elementwise::{
     add, add_scalar, div, div_scalar, maximum, minimum, mul, mul_scalar, rdiv_scalar, rsub_scalar,
     sub, sub_scalar,
@@ -41,6 +44,7 @@ pub use linalg::{linear, matmul};
 pub use mask::{masked_fill, tril, triu};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
 pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
+pub use repeat::{repeat, tile};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,
