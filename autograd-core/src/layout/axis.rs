@@ -88,7 +88,8 @@ axis_from!(usize isize i64 i32);
 /// Integer literals infer as `i32`; an empty `&[]` is a list of `usize`, the only element type
 /// implemented for zero-length array references, so existing calls such as
 /// `sum_axes(&x, &[], false)` keep compiling. Array references of `isize`, `i64` and `i32`
-/// are implemented up to 16 elements; longer lists pass a slice (`&v[..]`).
+/// are implemented up to 16 elements; longer lists pass a slice (`&v[..]`). Since a list of
+/// literals is `i32`, a literal beyond `i32` needs a suffix: `&[1usize << 40, 2]`.
 pub trait IntList: Copy {
     /// The integers, in order, widened to `i128` so that every `usize` and `i64` fits.
     fn to_ints(self) -> Vec<i128>;
