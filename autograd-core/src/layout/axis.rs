@@ -39,13 +39,14 @@ impl Axis {
         if rank == 0 {
             bail!(
                 Value,
-                "dimension out of range (a tensor of rank 0 has no axis, but got {})",
+                "axis {} is out of range: dimension out of range (a tensor of rank 0 has no axis)",
                 self.0
             );
         }
         bail!(
             Value,
-            "dimension out of range (expected to be in range of [{}, {}], but got {})",
+            "axis {} is out of range for rank {rank}: dimension out of range (expected to be in range of [{}, {}], but got {})",
+            self.0,
             -r,
             r - 1,
             self.0
@@ -54,13 +55,8 @@ impl Axis {
 
     /// [`Axis::resolve`] with the op's name leading the error.
     pub(crate) fn resolve_for(self, op: &str, rank: usize) -> Result<usize> {
-        self.resolve(rank).map_err(|e| prefixed(op, &e))
+        self.resolve(rank).map_err(|e| e.context(op))
     }
-}
-
-/// `e` (an `Error::Value`) with `op: ` in front.
-fn prefixed(op: &str, e: &crate::Error) -> crate::Error {
-    crate::Error::Value(format!("{op}: {e}"))
 }
 
 impl fmt::Display for Axis {
@@ -158,7 +154,7 @@ pub fn resolve_axes(op: &str, axes: impl IntList, rank: usize) -> Result<Vec<usi
         ensure!(
             !out.contains(&at),
             Value,
-            "{op}: dimension {at} appears multiple times in the list of dims (written {axis})"
+            "{op}: axis {axis} is listed twice (dimension {at} appears multiple times in the list of dims)"
         );
         out.push(at);
     }
@@ -202,6 +198,6 @@ mod tests {
     fn repeated_axes_are_refused() {
         assert_eq!(resolve_axes("op", &[0, -1], 3).unwrap(), [0, 2]);
         let e = resolve_axes("op", &[2, -1], 3).unwrap_err();
-        assert!(e.to_string().contains("appears multiple times"), "{e}");
+        assert!(e.to_string().contains("listed twice"), "{e}");
     }
 }

@@ -68,23 +68,21 @@ pub fn view(a: &Tensor, dims: impl IntList) -> Result<Tensor> {
 
 /// Top-level modes `start..=end` of `a` merged into one flat mode, the others kept (as flat
 /// modes), negative axes counting from the back (`flatten(&x, 1, -1)` keeps the batch axis):
-/// [`reshape`] to those extents, so a view when one exists. A tensor of rank 0 flattens to one
-/// element of rank 1, as in PyTorch.
+/// [`reshape`] to those extents, so a view when one exists.
 ///
-/// `Error::Value` when an axis is out of range or `start` comes after `end`.
+/// `Error::Value` when an axis is out of range or `start` comes after `end`; a tensor of rank 0
+/// has no axis to name, so flattening it is an error too (PyTorch gives one element of rank 1;
+/// `reshape(&x, &[1])` does that here).
 #[track_caller]
 pub fn flatten(a: &Tensor, start: impl Into<Axis>, end: impl Into<Axis>) -> Result<Tensor> {
     let r = rank(a);
-    let s = start.into().resolve_for("flatten", r.max(1))?;
-    let e = end.into().resolve_for("flatten", r.max(1))?;
+    let s = start.into().resolve_for("flatten", r)?;
+    let e = end.into().resolve_for("flatten", r)?;
     ensure!(
         s <= e,
         Value,
         "flatten: start dimension {s} cannot come after end dimension {e}"
     );
-    if r == 0 {
-        return node::reshape(a, &[1]);
-    }
     node::flatten(a, s, e)
 }
 
