@@ -112,24 +112,27 @@ fn an_empty_layout_with_large_modes_that_fit_supports_every_view() {
     assert_eq!((s.dims(), s.offset()), (vec![0], 3));
     assert_eq!(kind(t.select(1, 1 << 40)), ErrorKind::Value);
     assert_eq!(
-        t.reshape(&[1 << 50, 0, 7]).unwrap().dims(),
+        t.reshape(&[1usize << 50, 0, 7]).unwrap().dims(),
         vec![1 << 50, 0, 7]
     );
-    assert_eq!(kind(t.reshape(&[1 << 40, 1 << 40, 0])), ErrorKind::Value);
+    assert_eq!(
+        kind(t.reshape(&[1usize << 40, 1 << 40, 0])),
+        ErrorKind::Value
+    );
 }
 
 #[test]
 fn broadcasting_to_a_shape_that_does_not_fit_is_a_value_error() {
     let empty = Tensor::from_vec(Vec::<f32>::new(), shape![0, 1, 1]).unwrap();
     assert_eq!(
-        kind(empty.broadcast_to(&[0, 1 << 40, 1 << 40])),
+        kind(empty.broadcast_to(&[0usize, 1 << 40, 1 << 40])),
         ErrorKind::Value
     );
-    let b = empty.broadcast_to(&[0, 1 << 20, 1 << 20]).unwrap();
+    let b = empty.broadcast_to(&[0usize, 1 << 20, 1 << 20]).unwrap();
     assert_eq!((b.dims(), b.size()), (vec![0, 1 << 20, 1 << 20], 0));
     let one = Tensor::from_vec(vec![1.0f32], shape![1]).unwrap();
     assert_eq!(
-        kind(one.broadcast_to(&[0, 1 << 40, 1 << 40])),
+        kind(one.broadcast_to(&[0usize, 1 << 40, 1 << 40])),
         ErrorKind::Value
     );
     assert_eq!(kind(one.broadcast_to(&[usize::MAX])), ErrorKind::Value);

@@ -60,6 +60,8 @@
 //! ```
 
 pub use autograd_core::ops::*;
+/// The axis and integer-list types every op with an axis takes (`-1` is the last axis).
+pub use autograd_core::{Axis, IntList};
 
 mod attention;
 pub mod data;

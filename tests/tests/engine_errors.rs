@@ -59,7 +59,7 @@ fn pieces_that_share_storage_are_refused_instead_of_under_counted() {
 #[test]
 fn reading_out_a_huge_broadcast_view_is_an_error_not_an_abort() {
     let one = t(&[1.0], &[1]);
-    let huge = one.broadcast_to(&[1 << 50]).unwrap();
+    let huge = one.broadcast_to(&[1usize << 50]).unwrap();
     assert_eq!(huge.size(), 1 << 50);
     assert_eq!(huge.get(&[(1 << 50) - 1]).unwrap().to_f64(), 1.0);
     assert_eq!(huge.values::<f32>().unwrap_err().kind(), ErrorKind::Value);

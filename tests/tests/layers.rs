@@ -282,7 +282,7 @@ fn initialising_an_unallocatable_shape_is_a_value_error_not_an_abort() {
         5f32.sqrt(),
         &mut rng,
     ));
-    let broadcast = Tensor::scalar(1.0).broadcast_to(&[1 << 40]).unwrap();
+    let broadcast = Tensor::scalar(1.0).broadcast_to(&[1usize << 40]).unwrap();
     too_big(broadcast.rand_like(&mut rng));
     too_big(broadcast.randn_like(&mut rng));
 }

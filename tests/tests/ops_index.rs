@@ -434,7 +434,7 @@ fn scatter_add_reads_a_tensor_and_a_view_of_it_together() {
 
 #[test]
 fn a_concat_whose_joined_extent_overflows_is_a_value_error() {
-    let huge = t(&[1.0], &[1]).broadcast_to(&[1 << 62]).unwrap();
+    let huge = t(&[1.0], &[1]).broadcast_to(&[1usize << 62]).unwrap();
     let parts = vec![huge.clone(), huge.clone(), huge.clone(), huge];
     expect_err(concat(&parts, 0), ErrorKind::Value, &["overflows"]);
 }
@@ -442,7 +442,7 @@ fn a_concat_whose_joined_extent_overflows_is_a_value_error() {
 #[test]
 fn index_ops_on_an_unallocatable_broadcast_are_value_errors() {
     // a [2^40, 1] stride-0 table: its elements cannot be copied out, nor its gradient made
-    let table = t(&[1.0], &[1, 1]).broadcast_to(&[1 << 40, 1]).unwrap();
+    let table = t(&[1.0], &[1, 1]).broadcast_to(&[1usize << 40, 1]).unwrap();
     let id = ids(&[0], &[1]);
     expect_err(
         embedding(&table, &id),

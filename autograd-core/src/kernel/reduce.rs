@@ -5,23 +5,18 @@ use std::sync::Arc;
 use super::access::read;
 use super::output::fresh;
 use super::parallel::parallel;
-use crate::error::{ensure, Result};
+use crate::error::Result;
+use crate::layout::axis::{resolve_axes, IntList};
 use crate::layout::Layout;
 use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
 
-/// The result extents of reducing `dims` over `axes`: the kept extents in order, with `1` in
-/// place of each reduced axis when `keepdim`. Fails on an axis out of range or repeated.
-pub fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Result<Vec<usize>> {
+/// The result extents of reducing `dims` over `axes` (negative axes count from the back): the
+/// kept extents in order, with `1` in place of each reduced axis when `keepdim`. Fails on an
+/// axis out of range or repeated.
+pub fn reduced_dims(dims: &[usize], axes: impl IntList, keepdim: bool) -> Result<Vec<usize>> {
     let mut reduced = vec![false; dims.len()];
-    for &a in axes {
-        ensure!(
-            a < dims.len(),
-            Value,
-            "axis {a} is out of range for {} axes",
-            dims.len()
-        );
-        ensure!(!reduced[a], Value, "axis {a} is listed twice");
+    for a in resolve_axes("reduce", axes, dims.len())? {
         reduced[a] = true;
     }
     Ok(dims
@@ -35,14 +30,14 @@ pub fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Result<Vec
         .collect())
 }
 
-/// Folds the elements of `a` over the top-level axes `axes` (list every axis to reduce
-/// everything): for every kept position, `finish(fold(..fold(init(), x0).., x(r-1)), r)` over
+/// Folds the elements of `a` over the top-level axes `axes` (negative from the back; list every
+/// axis to reduce everything): for every kept position, `finish(fold(..fold(init(), x0).., x(r-1)), r)` over
 /// its `r` reduced elements in logical order. The accumulator may be a
 /// wider type than the elements (sum an `f32` tensor in `f64`). The result has
 /// [`reduced_dims`] extents, compact row-major, in fresh storage of `a`'s carrier class.
 pub fn reduce<T: Element, A, U: Element>(
     a: &Tensor,
-    axes: &[usize],
+    axes: impl IntList,
     keepdim: bool,
     init: impl Fn() -> A + Sync,
     fold: impl Fn(A, T) -> A + Sync,
@@ -50,9 +45,10 @@ pub fn reduce<T: Element, A, U: Element>(
 ) -> Result<Tensor> {
     let l = a.layout();
     let dims = l.dims();
-    let out_dims = reduced_dims(&dims, axes, keepdim)?;
+    let axes = resolve_axes("reduce", axes, dims.len())?;
+    let out_dims = reduced_dims(&dims, &axes, keepdim)?;
     let kept: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).collect();
-    let mut sorted_axes = axes.to_vec();
+    let mut sorted_axes = axes.clone();
     sorted_axes.sort_unstable();
     let r: usize = axes.iter().map(|&i| dims[i]).product();
     let out_layout = Arc::new(Layout::row_major(&out_dims)?);

@@ -10,6 +10,9 @@ pub(crate) mod int_tuple;
 pub(crate) mod layout_cache;
 // How a layout's coordinates share storage, decided exactly when a layout is built.
 mod aliasing;
+// Axes and integer lists as PyTorch writes them (negative axes), and `-1` sizes.
+pub mod axis;
+pub mod inferred_shape;
 
 pub use aliasing::Aliasing;
 

@@ -9,9 +9,10 @@ use crate::error::{bail, Result};
 use crate::kernel::{fresh, read};
 use crate::{differentiable, Layout, Tensor};
 
-/// A stride-0 view of `a` with top-level extents `dims` (numpy rules), sharing its storage.
+/// A stride-0 view of `a` with top-level extents `dims` (numpy rules), sharing its storage:
+/// the node behind the public [`broadcast_to`](crate::ops::broadcast_to), which resolves `-1`.
 #[differentiable(crate = crate, batched)]
-pub fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
+pub(crate) fn broadcast_to(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
     // The cotangent is per logical position of the result (the engine folds broadcast aliases
     // only into `.grad`), so each element of `a` receives the sum over its repetitions; K
     // batched cotangents are summed per batch index.

@@ -177,7 +177,7 @@ fn common_dtype<'a>(op: &str, xs: &'a [Tensor]) -> Result<&'a DType> {
 /// assert_eq!(c.values::<f32>().unwrap(), [1.0, 3.0, 4.0, 2.0, 5.0, 6.0]);
 /// ```
 #[differentiable(crate = crate)]
-pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
+pub(crate) fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
     // y[o, :] = [x_0[o, :] | x_1[o, :] | ...]  =>  dx_i = the slab of g that x_i filled
     fn vjp(
         g: &Tensor,
@@ -268,7 +268,7 @@ fn join(
 /// assert_eq!(s.values::<f32>().unwrap(), [1.0, 3.0, 2.0, 4.0]);
 /// ```
 #[differentiable(crate = crate)]
-pub fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
+pub(crate) fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
     // y[o, i, :] = x_i[o, :]  =>  dx_i[o, :] = g[o, i, :]
     fn vjp(
         g: &Tensor,
@@ -314,7 +314,7 @@ pub fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
 /// assert_eq!(y.values::<f32>().unwrap(), [5.0, 6.0, 1.0, 2.0, 5.0, 6.0]);
 /// ```
 #[differentiable(crate = crate)]
-pub fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
+pub(crate) fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     // y[o, j, i] = a[o, idx[j], i]  =>  da[o, k, i] = sum_{j : idx[j] = k} g[o, j, i]
     fn vjp(
         g: &Tensor,
@@ -426,7 +426,7 @@ fn scattered(op: &str, dims: &[usize], axis: usize, indices: &Tensor) -> Result<
 /// assert_eq!(gather(&a, 1, &i).unwrap().values::<f32>().unwrap(), [2.0, 2.0, 3.0, 4.0]);
 /// ```
 #[differentiable(crate = crate)]
-pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
+pub(crate) fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
     // y[p] = a[s(p)]  =>  da[q] = sum_{p : s(p) = q} g[p]  (a scatter-add of g)
     fn vjp(
         g: &Tensor,
@@ -470,7 +470,12 @@ pub fn gather(a: &Tensor, axis: usize, indices: &Tensor) -> Result<Tensor> {
 /// assert_eq!(scatter_add(&a, 0, &i, &s).unwrap().values::<f32>().unwrap(), [4.0, 0.0, 2.0]);
 /// ```
 #[differentiable(crate = crate)]
-pub fn scatter_add(a: &Tensor, axis: usize, indices: &Tensor, src: &Tensor) -> Result<Tensor> {
+pub(crate) fn scatter_add(
+    a: &Tensor,
+    axis: usize,
+    indices: &Tensor,
+    src: &Tensor,
+) -> Result<Tensor> {
     // y = a + sum_p src[r(p)] e_{s(p)}  =>  da = g;  dsrc[r(p)] = g[s(p)] (0 where no index reads)
     fn vjp(
         g: &Tensor,
@@ -594,28 +599,8 @@ fn embedding_dims(weight: &Tensor) -> Result<(usize, usize)> {
     }
 }
 
-/// Method forms of the layout and indexing ops.
+/// Method forms of the indexing ops that take no axis (those that do are in `index_axes`).
 impl Tensor {
-    /// [`concat()`]: `Tensor::concat(&[a, b], axis)`.
-    pub fn concat(xs: &[Tensor], axis: usize) -> Result<Tensor> {
-        concat(xs, axis)
-    }
-    /// [`stack`]: `Tensor::stack(&[a, b], axis)`.
-    pub fn stack(xs: &[Tensor], axis: usize) -> Result<Tensor> {
-        stack(xs, axis)
-    }
-    /// [`index_select`]: `x.index_select(0, &ids)?`.
-    pub fn index_select(&self, axis: usize, indices: &Tensor) -> Result<Tensor> {
-        index_select(self, axis, indices)
-    }
-    /// [`gather`].
-    pub fn gather(&self, axis: usize, indices: &Tensor) -> Result<Tensor> {
-        gather(self, axis, indices)
-    }
-    /// [`scatter_add`]: a copy of `self` with `src` added at `indices` along `axis`.
-    pub fn scatter_add(&self, axis: usize, indices: &Tensor, src: &Tensor) -> Result<Tensor> {
-        scatter_add(self, axis, indices, src)
-    }
     /// [`embedding`] with `self` as the `[V, D]` table: `w.embedding(&ids)?`.
     pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         embedding(self, ids)

@@ -9,6 +9,12 @@
 //! `erfinv`, `sign`, `floor`, `ceil`, `round`, `nan_to_num`, `isnan`, `isinf`, `isfinite`) and
 //! broadcasting pointwise ops of several tensors (`pointwise`: `atan2`, `pow`, `lerp`,
 //! `addcmul`, `addcdiv`).
+//!
+//! Axes are written as in PyTorch wherever an op takes one: an [`Axis`](crate::Axis) (`-1` is
+//! the last) or an [`IntList`](crate::IntList) of them, and shapes take one `-1` to infer
+//! (`reshape`, `view`, `unflatten`) or keep (`broadcast_to`, `expand`) an extent. The public
+//! functions resolve them (`view_axes`, `reduce_axes`, `index_axes`, `split`) and call the
+//! nodes, which work on resolved axes (`view`, `reduce`, `index`).
 
 mod activation;
 mod broadcast;
@@ -18,20 +24,24 @@ mod construct;
 mod elementwise;
 mod elementwise_method;
 mod index;
+mod index_axes;
 mod linalg;
 mod mask;
 mod operators;
 mod pointwise;
 mod reduce;
+mod reduce_axes;
 mod repeat;
 mod special;
+mod split;
 mod unary;
 mod unbind;
 mod view;
+mod view_axes;
 mod view_method;
 
 pub use activation::{elu, hardswish, hardtanh, leaky_relu, mish, selu, softplus};
-pub use broadcast::{broadcast_pair, broadcast_shapes, broadcast_to};
+pub use broadcast::{broadcast_pair, broadcast_shapes};
 pub use cast::to_dtype;
 pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
 pub use construct::one_hot;
@@ -39,19 +49,25 @@ pub use elementwise::{
     add, add_scalar, div, div_scalar, maximum, minimum, mul, mul_scalar, rdiv_scalar, rsub_scalar,
     sub, sub_scalar,
 };
-pub use index::{concat, embedding, gather, index_select, scatter_add, stack};
+pub use index::embedding;
+pub use index_axes::{concat, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
 pub use mask::{masked_fill, tril, triu};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
-pub use reduce::{argmax, argmin, max_axes, mean, mean_axes, min_axes, sum, sum_axes, var_axes};
+pub use reduce::{mean, sum};
+pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
 pub use repeat::{repeat, tile};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,
 };
+pub use split::{chunk, split};
 pub use unary::{
     abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
     tanh,
 };
 pub use unbind::unbind;
-pub use view::{flatten, narrow, permute, reshape, select, squeeze, transpose, unsqueeze, view};
+pub use view_axes::{
+    broadcast_to, flatten, movedim, narrow, permute, reshape, select, squeeze, squeeze_all,
+    transpose, unflatten, unsqueeze, view,
+};

@@ -1,7 +1,8 @@
 //! Reductions: sums, means, extrema, variances and arg-extrema over top-level axes.
 //!
 //! Every reduction folds Float32 elements in an `f64` accumulator and rounds once. The axes are
-//! top-level modes; the result is compact row-major with [`kernel::reduced_dims`] extents.
+//! top-level modes, resolved (`0..rank`) by the public functions of `reduce_axes`, which take
+//! PyTorch's negative axes and call these nodes; the result is compact row-major with [`kernel::reduced_dims`] extents.
 //! VJPs broadcast the reduced cotangent back over each group with [`groups`], which gives every
 //! input position (in logical order) the row-major index of the result element it fed.
 
@@ -63,16 +64,9 @@ fn ensure_f32(op: &str, a: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The sum over the top-level `axes`, keeping them as extent-1 modes when `keepdim`.
-///
-/// ```
-/// use autograd_core::{ops::sum_axes, shape, Tensor};
-/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], shape![2, 3]).unwrap();
-/// assert_eq!(sum_axes(&a, &[1], false).unwrap().values::<f32>().unwrap(), [6.0, 15.0]);
-/// assert_eq!(sum_axes(&a, &[0], true).unwrap().dims(), [1, 3]);
-/// ```
+/// The sum over the top-level `axes` (resolved), keeping them as extent-1 modes when `keepdim`.
 #[differentiable(crate = crate)]
-pub fn sum_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+pub(crate) fn sum_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     // y[k] = sum_{p in group k} a[p]  =>  da[p] = g[group(p)]
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize]) -> Result<Option<Tensor>> {
         let g = g.values::<f32>()?;
@@ -107,7 +101,7 @@ pub fn mean(a: &Tensor) -> Result<Tensor> {
 
 /// The mean over the top-level `axes` (NaN for an empty group).
 #[differentiable(crate = crate)]
-pub fn mean_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+pub(crate) fn mean_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     // y[k] = (1/r) sum_{p in group k} a[p]  =>  da[p] = g[group(p)] / r
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize]) -> Result<Option<Tensor>> {
         let g = g.values::<f32>()?;
@@ -213,7 +207,7 @@ fn extremum_grad(g: &Tensor, a: &Tensor, y: &Tensor, axes: &[usize]) -> Result<T
 /// a NaN maximum's cotangent goes to the group's NaN elements (as PyTorch's `max()`).
 /// Reducing an empty axis is `Error::Value`.
 #[differentiable(crate = crate)]
-pub fn max_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+pub(crate) fn max_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     // y[k] = max_{p in k} a[p]; with T_k = {p in k : a[p] = y[k]}, da[p] = g[k] / |T_k| on T_k
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize], output: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(extremum_grad(g, a, output, axes)?))
@@ -224,7 +218,7 @@ pub fn max_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
 /// The smallest element of every group over the top-level `axes`; gradient split evenly among
 /// ties, as [`max_axes`].
 #[differentiable(crate = crate)]
-pub fn min_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+pub(crate) fn min_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
     // y[k] = min_{p in k} a[p]; with T_k = {p in k : a[p] = y[k]}, da[p] = g[k] / |T_k| on T_k
     fn vjp(g: &Tensor, a: &Tensor, axes: &[usize], output: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(extremum_grad(g, a, output, axes)?))
@@ -237,7 +231,12 @@ pub fn min_axes(a: &Tensor, axes: &[usize], keepdim: bool) -> Result<Tensor> {
 /// `0` the population variance. When `r <= correction` the divisor is 0 (NaN or infinity, as
 /// in PyTorch). Computed in one pass with Welford's update in `f64`.
 #[differentiable(crate = crate)]
-pub fn var_axes(a: &Tensor, axes: &[usize], keepdim: bool, correction: usize) -> Result<Tensor> {
+pub(crate) fn var_axes(
+    a: &Tensor,
+    axes: &[usize],
+    keepdim: bool,
+    correction: usize,
+) -> Result<Tensor> {
     // v = sum_p (x_p - m)^2 / d with m = sum_p x_p / r, d = r - c:
     // dv/dx_q = (2 (x_q - m) - (2/r) sum_p (x_p - m)) / d = 2 (x_q - m) / d  (the sum is 0),
     // so da[q] = g[k] * 2 (x_q - m_k) / d.
@@ -336,14 +335,8 @@ fn arg_extremum_of<T: crate::Element + PartialOrd>(
 /// The index of the largest element along `axis`, as an Int32 tensor (the axis dropped, or kept
 /// with extent 1 when `keepdim`). **Ties give the first index**; a NaN counts as the largest
 /// (its first occurrence wins). Records no node: the result is not differentiable.
-///
-/// ```
-/// use autograd_core::{ops::argmax, shape, Tensor};
-/// let a = Tensor::from_vec(vec![1.0f32, 5.0, 5.0, 7.0, 0.0, 7.0], shape![2, 3]).unwrap();
-/// assert_eq!(argmax(&a, 1, false).unwrap().values::<i32>().unwrap(), [1, 0]);
-/// ```
 #[differentiable(crate = crate)]
-pub fn argmax(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
+pub(crate) fn argmax(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
     // an Int32 result has no cotangent
     fn vjp(_g: &Tensor) -> Option<Tensor> {
         None
@@ -354,7 +347,7 @@ pub fn argmax(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
 /// The index of the smallest element along `axis`, as Int32; ties give the first index, as
 /// [`argmax`].
 #[differentiable(crate = crate)]
-pub fn argmin(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
+pub(crate) fn argmin(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
     // an Int32 result has no cotangent
     fn vjp(_g: &Tensor) -> Option<Tensor> {
         None
@@ -362,43 +355,15 @@ pub fn argmin(a: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
     arg_extremum(a, axis, keepdim, Extremum::Min)
 }
 
-/// Method forms of the reductions.
+/// Method forms of the whole-tensor reductions (those over axes are in `reduce_axes`).
 impl Tensor {
     /// [`sum`]: the sum of every element as a one-element tensor.
     pub fn sum(&self) -> Result<Tensor> {
         sum(self)
     }
-    /// [`sum_axes`]: `x.sum_axes(&[1], true)?`.
-    pub fn sum_axes(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
-        sum_axes(self, axes, keepdim)
-    }
     /// [`mean`]: the mean of every element as a one-element tensor.
     pub fn mean(&self) -> Result<Tensor> {
         mean(self)
-    }
-    /// [`mean_axes`].
-    pub fn mean_axes(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
-        mean_axes(self, axes, keepdim)
-    }
-    /// [`max_axes`] (gradient split among ties).
-    pub fn max_axes(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
-        max_axes(self, axes, keepdim)
-    }
-    /// [`min_axes`] (gradient split among ties).
-    pub fn min_axes(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
-        min_axes(self, axes, keepdim)
-    }
-    /// [`var_axes`] (`correction = 1` for the unbiased estimate).
-    pub fn var_axes(&self, axes: &[usize], keepdim: bool, correction: usize) -> Result<Tensor> {
-        var_axes(self, axes, keepdim, correction)
-    }
-    /// [`argmax`]: Int32 indices of the first maximum along `axis`.
-    pub fn argmax(&self, axis: usize, keepdim: bool) -> Result<Tensor> {
-        argmax(self, axis, keepdim)
-    }
-    /// [`argmin`]: Int32 indices of the first minimum along `axis`.
-    pub fn argmin(&self, axis: usize, keepdim: bool) -> Result<Tensor> {
-        argmin(self, axis, keepdim)
     }
 }
 

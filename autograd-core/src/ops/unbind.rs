@@ -4,12 +4,14 @@
 //! (the q, k and v of an attention block come out of one projection this way).
 
 use crate::__private::{check_cotangents, several_results_backward, OutputInfo};
-use crate::error::{ensure, Result};
+use crate::error::Result;
 use crate::graph::op::{Operation, Recording, SavedState};
 use crate::kernel::copy_like;
+use crate::layout::axis::Axis;
 use crate::tensor::Tensor;
 
-/// The sub-tensors of `a` at each index of top-level mode `dim`, that mode removed: views
+/// The sub-tensors of `a` at each index of top-level mode `dim` (negative from the back), that
+/// mode removed: views
 /// sharing `a`'s storage (`a.select(dim, i)` for every `i`). A differentiable input records
 /// one node with a result per slice.
 ///
@@ -23,14 +25,9 @@ use crate::tensor::Tensor;
 /// assert_eq!(rows[2].values::<f32>().unwrap(), vec![4.0, 5.0]);
 /// ```
 #[track_caller]
-pub fn unbind(a: &Tensor, dim: usize) -> Result<Vec<Tensor>> {
+pub fn unbind(a: &Tensor, dim: impl Into<Axis>) -> Result<Vec<Tensor>> {
     let dims = a.dims();
-    ensure!(
-        dim < dims.len(),
-        Value,
-        "unbind: mode {dim} is out of range for a tensor of rank {}",
-        dims.len()
-    );
+    let dim = dim.into().resolve_for("unbind", dims.len())?;
     let recording = Recording::begin(&[a]);
     let results = (0..dims[dim])
         .map(|i| a.raw_select(dim, i))

@@ -12,7 +12,9 @@
 //! - a cut (narrow, select) hands back `g` at the cut positions and zeros elsewhere;
 //! - `broadcast_to` sums over repetitions (see [`broadcast_to`](crate::ops::broadcast_to)).
 //!
-//! The methods of the same names on [`Tensor`] call these functions.
+//! These nodes take resolved axes (`0..rank`) and extents; the public functions of the same
+//! names (`view_axes`) resolve PyTorch's negative axes and `-1` sizes first and call them, so a
+//! node keeps its op's name. The methods of the same names on [`Tensor`] call those.
 
 use crate::{differentiable, Result, Shape, Tensor};
 
@@ -32,7 +34,7 @@ fn scatter_into_zeros(
 ///
 /// `Error::Value` when a mode is out of range.
 #[differentiable(crate = crate)]
-pub fn transpose(a: &Tensor, dim0: usize, dim1: usize) -> Result<Tensor> {
+pub(crate) fn transpose(a: &Tensor, dim0: usize, dim1: usize) -> Result<Tensor> {
     // y[.., i, .., j, ..] = a[.., j, .., i, ..]: a swap is its own inverse, so
     // da = g with the same two modes swapped back.
     fn vjp(g: &Tensor, dim0: usize, dim1: usize) -> Result<Option<Tensor>> {
@@ -46,7 +48,7 @@ pub fn transpose(a: &Tensor, dim0: usize, dim1: usize) -> Result<Tensor> {
 ///
 /// `Error::Value` when `order` is not a permutation of `0..rank`.
 #[differentiable(crate = crate)]
-pub fn permute(a: &Tensor, order: &[usize]) -> Result<Tensor> {
+pub(crate) fn permute(a: &Tensor, order: &[usize]) -> Result<Tensor> {
     // y[c] = a[c'] with c'[order[i]] = c[i]: position c' of a receives g at c, so
     // da = g permuted by the inverse permutation (inverse[order[i]] = i).
     fn vjp(g: &Tensor, order: &[usize]) -> Result<Option<Tensor>> {
@@ -64,7 +66,7 @@ pub fn permute(a: &Tensor, order: &[usize]) -> Result<Tensor> {
 ///
 /// `Error::Value` when the sizes differ.
 #[differentiable(crate = crate)]
-pub fn reshape(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
+pub(crate) fn reshape(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
     // y at logical index k is a at logical index k: da = g (logical order) under a's shape.
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(g.raw_reshape_to("reshape", a.shape())?))
@@ -87,7 +89,7 @@ pub(crate) fn reshape_to_shape(a: &Tensor, shape: &Shape) -> Result<Tensor> {
 /// [`reshape`] that never copies: `Error::Value` when `a`'s storage order is not its logical
 /// order (PyTorch's `view`).
 #[differentiable(crate = crate)]
-pub fn view(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
+pub(crate) fn view(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
     // as reshape: da = g (logical order) under a's shape
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(g.raw_reshape_to("view", a.shape())?))
@@ -100,7 +102,7 @@ pub fn view(a: &Tensor, dims: &[usize]) -> Result<Tensor> {
 ///
 /// `Error::Value` unless `start <= end < rank`.
 #[differentiable(crate = crate)]
-pub fn flatten(a: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+pub(crate) fn flatten(a: &Tensor, start: usize, end: usize) -> Result<Tensor> {
     // a reshape: da = g (logical order) under a's shape
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(g.raw_reshape_to("flatten", a.shape())?))
@@ -112,7 +114,7 @@ pub fn flatten(a: &Tensor, start: usize, end: usize) -> Result<Tensor> {
 ///
 /// `Error::Value` when `dim > rank`.
 #[differentiable(crate = crate, batched)]
-pub fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
+pub(crate) fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
     // logical order is unchanged: da = g under a's shape (after the batch mode, if any)
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         let k = crate::batch::extent(g, a.layout().rank() + 1);
@@ -126,7 +128,7 @@ pub fn unsqueeze(a: &Tensor, dim: usize) -> Result<Tensor> {
 ///
 /// `Error::Value` when `dim` is out of range or its extent is not 1.
 #[differentiable(crate = crate, batched)]
-pub fn squeeze(a: &Tensor, dim: usize) -> Result<Tensor> {
+pub(crate) fn squeeze(a: &Tensor, dim: usize) -> Result<Tensor> {
     // logical order is unchanged: da = g under a's shape (after the batch mode, if any)
     fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
         let k = crate::batch::extent(g, a.layout().rank().saturating_sub(1));
@@ -141,7 +143,7 @@ pub fn squeeze(a: &Tensor, dim: usize) -> Result<Tensor> {
 /// `Error::Value` when `dim` is out of range or the range exceeds the mode's extent;
 /// `Error::NotImplemented` when mode `dim` is nested.
 #[differentiable(crate = crate)]
-pub fn narrow(a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor> {
+pub(crate) fn narrow(a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor> {
     // y[.., i, ..] = a[.., start + i, ..]: those positions of a receive g, every other
     // position of a is unused by y and receives 0.
     fn vjp(g: &Tensor, a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Option<Tensor>> {
@@ -156,7 +158,7 @@ pub fn narrow(a: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor
 ///
 /// `Error::Value` when `dim` or `index` is out of range.
 #[differentiable(crate = crate)]
-pub fn select(a: &Tensor, dim: usize, index: usize) -> Result<Tensor> {
+pub(crate) fn select(a: &Tensor, dim: usize, index: usize) -> Result<Tensor> {
     // y[c] = a[c with index inserted at dim]: the positions with coordinate `index` along
     // `dim` receive g, every other position of a receives 0.
     fn vjp(g: &Tensor, a: &Tensor, dim: usize, index: usize) -> Result<Option<Tensor>> {
@@ -165,4 +167,27 @@ pub fn select(a: &Tensor, dim: usize, index: usize) -> Result<Tensor> {
         })?))
     }
     a.raw_select(dim, index)
+}
+
+/// `a` with every top-level mode of extent 1 removed (PyTorch's `squeeze()` without an axis):
+/// a view; `a` itself (as a new handle) when it has no such mode.
+#[differentiable(crate = crate, batched)]
+pub(crate) fn squeeze_all(a: &Tensor) -> Result<Tensor> {
+    // logical order is unchanged: da = g under a's shape (after the batch mode, if any)
+    fn vjp(g: &Tensor, a: &Tensor) -> Result<Option<Tensor>> {
+        let dims = a.dims();
+        let kept = dims.iter().filter(|&&d| d != 1).count();
+        let k = crate::batch::extent(g, kept);
+        let shape = crate::batch::shape_for(a.shape(), k)?;
+        Ok(Some(g.raw_reshape_to("squeeze_all", &shape)?))
+    }
+    let dims = a.dims();
+    let identity: Vec<usize> = (0..dims.len()).collect();
+    let mut y = a.raw_permute(&identity)?;
+    for (i, &d) in dims.iter().enumerate().rev() {
+        if d == 1 {
+            y = y.raw_squeeze(i)?;
+        }
+    }
+    Ok(y)
 }

@@ -4,12 +4,12 @@
 
 use autograd_core::kernel::Rows;
 use autograd_core::ops::broadcast_pair;
-use autograd_core::{differentiable, ensure, Result, Tensor};
+use autograd_core::{differentiable, ensure, Axis, Result, Tensor};
 
 use super::elementwise_loss::ensure_f32;
 use super::reduction::shaped_like;
 
-/// The cosine similarity of `a` and `b` along axis `dim`, PyTorch's
+/// The cosine similarity of `a` and `b` along axis `dim` (negative from the back), PyTorch's
 /// `cosine_similarity(a, b, dim, eps)`: per row, `sum(a / max(|a|, eps) * b / max(|b|, eps))`,
 /// so a zero vector gives 0. The operands broadcast (numpy rules, each then receiving the sum
 /// of its repetitions' gradients); the result has their common shape without `dim`. As in
@@ -29,7 +29,7 @@ use super::reduction::shaped_like;
 /// let c = cosine_similarity(&a, &b, 1, 1e-8).unwrap();
 /// assert_eq!(c.values::<f32>().unwrap(), [1.0, 0.6]);
 /// ```
-pub fn cosine_similarity(a: &Tensor, b: &Tensor, dim: usize, eps: f32) -> Result<Tensor> {
+pub fn cosine_similarity(a: &Tensor, b: &Tensor, dim: impl Into<Axis>, eps: f32) -> Result<Tensor> {
     let op = "cosine_similarity";
     ensure_f32(op, "a", a)?;
     ensure_f32(op, "b", b)?;
@@ -39,11 +39,10 @@ pub fn cosine_similarity(a: &Tensor, b: &Tensor, dim: usize, eps: f32) -> Result
         "{op}: eps must be finite and non-negative, got {eps}"
     );
     let dims = autograd_core::ops::broadcast_shapes(&a.dims(), &b.dims())?;
-    ensure!(
-        dim < dims.len(),
-        Value,
-        "{op}: dim {dim} is out of range for the broadcast shape {dims:?}"
-    );
+    let dim = dim
+        .into()
+        .resolve(dims.len())
+        .map_err(|e| e.context(format!("{op} over the broadcast shape {dims:?}")))?;
     let (a, b) = broadcast_pair(a, b)?;
     cosine(&a, &b, dim, eps)
 }

@@ -12,7 +12,7 @@ use autograd_core::kernel::{
     lane_sum, log_sum_exp_shifted, map_rows_along, read_row_pair, row, row_max, sum_f64,
     write_rows, Real, Rows,
 };
-use autograd_core::{bail, differentiable, simd, DType, Result, Tensor};
+use autograd_core::{bail, simd, Axis, DType, Result, Tensor};
 
 /// `e^(x - max) / sum e^(x - max)` along `axis` for every row, written into `out`.
 fn softmax_row<T: Real>(x: &[T], out: &mut [T]) {
@@ -100,7 +100,7 @@ fn vjp_rows(
     })
 }
 
-/// The softmax of `x` along the top-level `axis`: `e^x / sum e^x` over every row, computed as
+/// The softmax of `x` along the top-level `axis` (negative from the back, as PyTorch's `dim`): `e^x / sum e^x` over every row, computed as
 /// `e^(x - max)` so that large logits do not overflow. Float32 (differentiable) or Float64;
 /// an axis out of range is `Error::Value`, another dtype `Error::Type`.
 ///
@@ -109,20 +109,19 @@ fn vjp_rows(
 /// use autograd_ops::softmax;
 /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![1, 3]).unwrap();
 /// let y = softmax(&x, 1).unwrap().values::<f32>().unwrap();
+/// assert_eq!(softmax(&x, -1).unwrap().values::<f32>().unwrap(), y);
 /// assert!((y[0] - 0.090_030_57).abs() < 1e-6 && (y[2] - 0.665_240_96).abs() < 1e-6);
 /// ```
-#[differentiable]
-pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
-    // y = e^x / s:  dy_i/dx_j = y_i ([i = j] - y_j), so dx_j = y_j (g_j - sum_i g_i y_i)
-    fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
-            simd!(softmax_gradient_row(g, y, out));
-        })?))
-    }
-    float_rows("softmax", x, axis, softmax_row, softmax_row)
+#[track_caller]
+pub fn softmax(x: &Tensor, axis: impl Into<Axis>) -> Result<Tensor> {
+    let axis = axis
+        .into()
+        .resolve(x.layout().rank())
+        .map_err(|e| e.context("softmax"))?;
+    node::softmax(x, axis)
 }
 
-/// The logarithm of the softmax of `x` along the top-level `axis`, as
+/// The logarithm of the softmax of `x` along the top-level `axis` (negative from the back), as
 /// `x - max - ln sum e^(x - max)` (finite where `ln(softmax)` would underflow to -inf).
 /// Float32 (differentiable) or Float64; errors as [`softmax`].
 ///
@@ -133,14 +132,44 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
 /// let y = log_softmax(&x, 0).unwrap().values::<f32>().unwrap();
 /// assert!((y[0] + std::f32::consts::LN_2).abs() < 1e-6);
 /// ```
-#[differentiable]
-pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
-    // y = x - lse(x):  dy_i/dx_j = [i = j] - softmax_j = [i = j] - e^(y_j),
-    // so dx_j = g_j - e^(y_j) sum_i g_i
-    fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
-            simd!(log_softmax_gradient_row(g, y, out));
-        })?))
+#[track_caller]
+pub fn log_softmax(x: &Tensor, axis: impl Into<Axis>) -> Result<Tensor> {
+    let axis = axis
+        .into()
+        .resolve(x.layout().rank())
+        .map_err(|e| e.context("log_softmax"))?;
+    node::log_softmax(x, axis)
+}
+
+/// The nodes, on a resolved axis (`0..rank`); named as the public functions, so a recorded node
+/// is `softmax` or `log_softmax`.
+mod node {
+    use super::{
+        float_rows, log_softmax_gradient_row, log_softmax_row, softmax_gradient_row, softmax_row,
+        vjp_rows,
+    };
+    use autograd_core::{differentiable, simd, Result, Tensor};
+
+    #[differentiable]
+    pub(super) fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+        // y = e^x / s:  dy_i/dx_j = y_i ([i = j] - y_j), so dx_j = y_j (g_j - sum_i g_i y_i)
+        fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
+            Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
+                simd!(softmax_gradient_row(g, y, out));
+            })?))
+        }
+        float_rows("softmax", x, axis, softmax_row, softmax_row)
     }
-    float_rows("log_softmax", x, axis, log_softmax_row, log_softmax_row)
+
+    #[differentiable]
+    pub(super) fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+        // y = x - lse(x):  dy_i/dx_j = [i = j] - softmax_j = [i = j] - e^(y_j),
+        // so dx_j = g_j - e^(y_j) sum_i g_i
+        fn vjp(g: &Tensor, axis: usize, output: &Tensor) -> Result<Option<Tensor>> {
+            Ok(Some(vjp_rows(g, output, axis, |g, y, out| {
+                simd!(log_softmax_gradient_row(g, y, out));
+            })?))
+        }
+        float_rows("log_softmax", x, axis, log_softmax_row, log_softmax_row)
+    }
 }
