@@ -16,7 +16,8 @@ use crate::{differentiable, DType, Tensor};
 /// cotangent reaches `a` where the mask is false.
 ///
 /// ```
-/// use autograd_core::{masked_fill, shape, Tensor};
+/// use autograd_core::ops::masked_fill;
+/// use autograd_core::{shape, Tensor};
 /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2])?;
 /// let m = Tensor::from_vec(vec![false, true], shape![2])?; // broadcast over rows
 /// let y = masked_fill(&a, &m, f32::NEG_INFINITY)?;
@@ -57,7 +58,8 @@ pub fn masked_fill(a: &Tensor, mask: &Tensor, value: impl Into<Scalar>) -> Resul
 /// main diagonal, positive above it, negative below). `Error::Value` for fewer than two axes.
 ///
 /// ```
-/// use autograd_core::{shape, tril, Tensor};
+/// use autograd_core::ops::tril;
+/// use autograd_core::{shape, Tensor};
 /// let a = Tensor::from_vec(vec![1.0f32; 6], shape![2, 3])?;
 /// assert_eq!(tril(&a, 0)?.values::<f32>()?, [1.0, 0.0, 0.0, 1.0, 1.0, 0.0]);
 /// # Ok::<(), autograd_core::Error>(())
