@@ -612,3 +612,386 @@ impl Opt {
         }
     }
 }
+
+// ---- bad configs and steps -----------------------------------------------------------------
+
+#[track_caller]
+fn value_err<T>(r: Result<T>, what: &str) {
+    match r {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Value, "{what}: {e}"),
+        Ok(_) => panic!("{what}: accepted"),
+    }
+}
+
+#[test]
+fn bad_optimizer_configs_are_value_errors() {
+    let p = Problem::new();
+    let params = || p.params.to_vec();
+    let adam = |c: AdamConfig| Adam::new(params(), c);
+    value_err(
+        adam(AdamConfig {
+            lr: -1e-3,
+            ..AdamConfig::default()
+        }),
+        "adam lr < 0",
+    );
+    value_err(
+        adam(AdamConfig {
+            betas: (1.0, 0.999),
+            ..AdamConfig::default()
+        }),
+        "adam beta1 = 1",
+    );
+    value_err(
+        adam(AdamConfig {
+            betas: (0.9, -0.1),
+            ..AdamConfig::default()
+        }),
+        "adam beta2 < 0",
+    );
+    value_err(
+        adam(AdamConfig {
+            eps: 0.0,
+            ..AdamConfig::default()
+        }),
+        "adam eps = 0",
+    );
+    value_err(
+        adam(AdamConfig {
+            eps: -1e-8,
+            ..AdamConfig::default()
+        }),
+        "adam eps < 0",
+    );
+    value_err(
+        adam(AdamConfig {
+            weight_decay: f32::NAN,
+            ..AdamConfig::default()
+        }),
+        "adam wd NaN",
+    );
+    let adamw = |c: AdamWConfig| AdamW::new(params(), c);
+    value_err(
+        adamw(AdamWConfig {
+            lr: -1.0,
+            ..AdamWConfig::default()
+        }),
+        "adamw lr < 0",
+    );
+    value_err(
+        adamw(AdamWConfig {
+            betas: (0.9, 1.5),
+            ..AdamWConfig::default()
+        }),
+        "adamw beta2",
+    );
+    let rms = |c: RmsPropConfig| RmsProp::new(params(), c);
+    value_err(
+        rms(RmsPropConfig {
+            lr: -0.01,
+            ..RmsPropConfig::default()
+        }),
+        "rmsprop lr < 0",
+    );
+    value_err(
+        rms(RmsPropConfig {
+            eps: 0.0,
+            ..RmsPropConfig::default()
+        }),
+        "rmsprop eps = 0",
+    );
+    value_err(
+        rms(RmsPropConfig {
+            alpha: -0.5,
+            ..RmsPropConfig::default()
+        }),
+        "rmsprop alpha",
+    );
+    value_err(
+        rms(RmsPropConfig {
+            momentum: -0.5,
+            ..RmsPropConfig::default()
+        }),
+        "rmsprop mu",
+    );
+    let ada = |c: AdagradConfig| Adagrad::new(params(), c);
+    value_err(
+        ada(AdagradConfig {
+            lr: -0.1,
+            ..AdagradConfig::default()
+        }),
+        "adagrad lr < 0",
+    );
+    value_err(
+        ada(AdagradConfig {
+            eps: 0.0,
+            ..AdagradConfig::default()
+        }),
+        "adagrad eps = 0",
+    );
+    value_err(
+        ada(AdagradConfig {
+            lr_decay: -1.0,
+            ..AdagradConfig::default()
+        }),
+        "lr_decay",
+    );
+    value_err(
+        ada(AdagradConfig {
+            initial_accumulator_value: -1.0,
+            ..AdagradConfig::default()
+        }),
+        "initial_accumulator_value",
+    );
+    value_err(
+        Sgd::new(
+            params(),
+            SgdConfig {
+                lr: -0.1,
+                ..SgdConfig::default()
+            },
+        ),
+        "sgd lr",
+    );
+
+    // groups: an empty group, a bad group option, a parameter in two groups
+    let g = |k: usize| ParamGroup::new(vec![p.params[k].clone()]);
+    let sgd = |groups| Sgd::with_groups(groups, SgdConfig::default());
+    value_err(sgd(vec![]), "no groups");
+    value_err(sgd(vec![g(0), ParamGroup::new(vec![])]), "an empty group");
+    value_err(sgd(vec![g(0), g(1).lr(-0.5)]), "a group lr < 0");
+    value_err(
+        sgd(vec![g(0), g(1).weight_decay(f32::INFINITY)]),
+        "a group wd",
+    );
+    value_err(sgd(vec![g(0), g(0)]), "a parameter in two groups");
+}
+
+#[test]
+fn bad_schedule_configs_and_rates_are_value_errors_that_change_nothing() {
+    let p = Problem::new();
+    let mut opt = two_groups(&p);
+    let before = opt.group_lrs();
+    let one_cycle = |opt: &mut Sgd, c: OneCycleLrConfig| OneCycleLr::new(opt, c).map(|_| ());
+    let d = OneCycleLrConfig::default();
+    for (pct_start, what) in [
+        (0.0, "pct_start 0"),
+        (1.0, "pct_start 1"),
+        (-0.2, "pct_start < 0"),
+        (1.5, "pct_start > 1"),
+    ] {
+        value_err(
+            one_cycle(&mut opt, OneCycleLrConfig { pct_start, ..d }),
+            what,
+        );
+    }
+    value_err(
+        one_cycle(
+            &mut opt,
+            OneCycleLrConfig {
+                total_steps: 0,
+                ..d
+            },
+        ),
+        "total_steps 0",
+    );
+    value_err(
+        one_cycle(&mut opt, OneCycleLrConfig { max_lr: -1.0, ..d }),
+        "max_lr < 0",
+    );
+    value_err(
+        one_cycle(
+            &mut opt,
+            OneCycleLrConfig {
+                div_factor: 0.0,
+                ..d
+            },
+        ),
+        "div_factor 0",
+    );
+    // pct_start * total_steps = 1: the rise would end at step 0 (PyTorch divides by zero)
+    value_err(
+        one_cycle(
+            &mut opt,
+            OneCycleLrConfig {
+                total_steps: 4,
+                pct_start: 0.25,
+                ..d
+            },
+        ),
+        "an empty rise",
+    );
+    value_err(
+        StepLr::new(
+            &mut opt,
+            StepLrConfig {
+                step_size: 0,
+                gamma: 0.5,
+            },
+        ),
+        "step_size 0",
+    );
+    value_err(
+        StepLr::new(
+            &mut opt,
+            StepLrConfig {
+                step_size: 2,
+                gamma: -0.5,
+            },
+        ),
+        "gamma < 0",
+    );
+    let lin = LinearLrConfig::default();
+    value_err(
+        LinearLr::new(
+            &mut opt,
+            LinearLrConfig {
+                start_factor: 0.0,
+                ..lin
+            },
+        ),
+        "start 0",
+    );
+    value_err(
+        LinearLr::new(
+            &mut opt,
+            LinearLrConfig {
+                end_factor: 1.5,
+                ..lin
+            },
+        ),
+        "end > 1",
+    );
+    value_err(
+        LinearLr::new(
+            &mut opt,
+            LinearLrConfig {
+                total_iters: 0,
+                ..lin
+            },
+        ),
+        "iters 0",
+    );
+    let cos = WarmupCosineLrConfig {
+        warmup_iters: 3,
+        t_max: 10,
+        ..WarmupCosineLrConfig::default()
+    };
+    value_err(
+        WarmupCosineLr::new(&mut opt, WarmupCosineLrConfig { t_max: 0, ..cos }),
+        "t_max 0",
+    );
+    value_err(
+        WarmupCosineLr::new(
+            &mut opt,
+            WarmupCosineLrConfig {
+                warmup_start_factor: 0.0,
+                ..cos
+            },
+        ),
+        "warm-up start 0",
+    );
+    value_err(
+        WarmupCosineLr::new(
+            &mut opt,
+            WarmupCosineLrConfig {
+                eta_min: -1.0,
+                ..cos
+            },
+        ),
+        "eta_min",
+    );
+    let plateau = ReduceLrOnPlateauConfig::default();
+    for (factor, what) in [(1.0, "factor 1"), (-0.1, "factor < 0")] {
+        value_err(
+            ReduceLrOnPlateau::new(&opt, ReduceLrOnPlateauConfig { factor, ..plateau }),
+            what,
+        );
+    }
+    value_err(
+        ReduceLrOnPlateau::new(
+            &opt,
+            ReduceLrOnPlateauConfig {
+                threshold: -1.0,
+                ..plateau
+            },
+        ),
+        "threshold < 0",
+    );
+    assert_eq!(opt.group_lrs(), before, "a refused schedule sets no rate");
+
+    // rates an optimizer refuses
+    value_err(opt.set_group_lrs(&[0.1]), "one rate for two groups");
+    value_err(opt.set_group_lrs(&[0.1, -0.1]), "a negative rate");
+    value_err(opt.set_group_lrs(&[f32::NAN, 0.1]), "a NaN rate");
+    assert_eq!(opt.group_lrs(), before, "a refused rate changes no group");
+
+    // a cycle of 4 steps: epochs 0..=4, then the step past its end changes nothing
+    let mut sched = OneCycleLr::new(
+        &mut opt,
+        OneCycleLrConfig {
+            total_steps: 4,
+            pct_start: 0.5,
+            ..d
+        },
+    )
+    .unwrap();
+    for _ in 0..4 {
+        sched.step(&mut opt).unwrap();
+    }
+    let (last, lrs) = (sched.last_lr().to_vec(), opt.group_lrs());
+    value_err(sched.step(&mut opt), "a step past total_steps");
+    assert_eq!(
+        (sched.epoch(), sched.last_lr(), opt.group_lrs()),
+        (4, &last[..], lrs)
+    );
+
+    // set_lr sets every group; a schedule then starts from those rates
+    opt.set_lr(0.3).unwrap();
+    assert_eq!(opt.group_lrs(), [0.3, 0.3]);
+}
+
+#[test]
+fn a_state_file_of_another_kind_or_group_count_loads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("adam.safetensors");
+    let p = Problem::new();
+    let mut adam = Adam::new(
+        p.params.to_vec(),
+        AdamConfig {
+            amsgrad: true,
+            ..AdamConfig::default()
+        },
+    )
+    .unwrap();
+    adam.step_with(&p.grads()).unwrap();
+    adam.save_state(&p.names(), &path).unwrap();
+
+    // an AdamW cannot read Adam's file
+    let mut adamw = AdamW::new(p.params.to_vec(), AdamWConfig::default()).unwrap();
+    value_err(
+        adamw.load_state(&p.names(), &path),
+        "Adam's file into AdamW",
+    );
+    assert_eq!(
+        (adamw.steps(0), adamw.config()),
+        (0, &AdamWConfig::default())
+    );
+
+    // two groups cannot read one group's state
+    let groups = vec![
+        ParamGroup::new(vec![p.params[0].clone()]),
+        ParamGroup::new(vec![p.params[1].clone()]).lr(0.5),
+    ];
+    let mut two = Adam::with_groups(groups, AdamConfig::default()).unwrap();
+    value_err(
+        two.load_state(&p.names(), &path),
+        "one group's file into two groups",
+    );
+    assert_eq!((two.steps(0), two.group_lrs()), (0, vec![1e-3, 0.5]));
+
+    // an Adam without AMSGrad reads the file's config, AMSGrad included, and steps on
+    let mut plain = Adam::new(p.params.to_vec(), AdamConfig::default()).unwrap();
+    plain.load_state(&p.names(), &path).unwrap();
+    assert_eq!((plain.steps(0), plain.config()), (1, adam.config()));
+}

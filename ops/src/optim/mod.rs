@@ -1,5 +1,7 @@
-//! Optimizers that update parameters in place: [`Sgd`] and [`AdamW`] behind one small
-//! [`Optimizer`] trait, and clipping by global norm.
+//! Optimizers that update parameters in place: [`Sgd`], [`Adam`], [`AdamW`], [`RmsProp`] and
+//! [`Adagrad`] behind one small [`Optimizer`] trait, each built from a flat parameter list or
+//! from [`ParamGroup`]s with their own rate and weight decay; learning-rate [`schedule`]s that
+//! set those rates; and clipping by global norm. The updates are PyTorch's single-tensor ones.
 //!
 //! A step writes each parameter's storage through one exclusive typed access with graph
 //! construction disabled, so it bumps the parameter's version once: a graph built before the
