@@ -192,11 +192,14 @@ impl AdamCore {
                     scratch,
                     [&mut m.exp_avg, &mut m.exp_avg_sq, vmax],
                     |p, g, [m, v, vmax]| {
-                        moments(p, g, m, v);
-                        // torch.maximum: NaN wins
-                        *vmax = if v.is_nan() || *v > *vmax { *v } else { *vmax };
-                        let denom = vmax.sqrt() / bc2_sqrt + eps;
-                        *p += -step_size * *m / denom;
+                        // in locals, each slot read and written once (the vectorizer
+                        // then needs no alias checks between the five buffers)
+                        let (mut pv, mut mv, mut vv) = (*p, *m, *v);
+                        moments(&mut pv, g, &mut mv, &mut vv);
+                        // torch.maximum: NaN wins (once v is NaN it stays NaN)
+                        let vm = if vv <= *vmax { *vmax } else { vv };
+                        let denom = vm.sqrt() / bc2_sqrt + eps;
+                        (*p, *m, *v, *vmax) = (pv + -step_size * mv / denom, mv, vv, vm);
                     },
                 ),
             }
