@@ -219,9 +219,6 @@ fn close_rel(got: &[f32], want: &[f64], tol: f64, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let err = (f64::from(*g) - w).abs();
-        if std::env::var("SHOW_ERR").is_ok() {
-            eprintln!("{what} {i} {}", err / w.abs());
-        }
         assert!(
             err <= tol * w.abs().max(0.1),
             "{what}, element {i}: {g} vs PyTorch's {w} (relative error {})",
