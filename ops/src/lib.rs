@@ -89,6 +89,7 @@ pub use nn::{
     CrossEntropyOptions, LayerNorm,
 };
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+pub use optim::{Adagrad, AdagradConfig, Adam, AdamConfig, ParamGroup, RmsProp, RmsPropConfig};
 
 /// What `#[derive(Module)]` expands to refers to; not a public API.
 #[doc(hidden)]

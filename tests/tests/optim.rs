@@ -115,6 +115,7 @@ fn sgd_nesterov_dampening_and_plain_match_the_reference() {
             dampening: 0.3,
             weight_decay: 0.02,
             nesterov: false,
+            ..SgdConfig::default()
         },
         SgdConfig {
             lr: 0.05,
@@ -122,6 +123,7 @@ fn sgd_nesterov_dampening_and_plain_match_the_reference() {
             dampening: 0.0,
             weight_decay: 0.02,
             nesterov: true,
+            ..SgdConfig::default()
         },
     ];
     for config in configs {
@@ -172,6 +174,7 @@ fn adamw_matches_a_plain_loop_reference_over_three_steps() {
         betas: (0.9, 0.99),
         eps: 1e-8,
         weight_decay: 0.1,
+        ..AdamWConfig::default()
     };
     let p0 = noise(6, 3);
     let grads: Vec<Vec<f32>> = (0..3).map(|k| noise(6, 20 + k)).collect();
@@ -655,6 +658,7 @@ fn steps_match_values_pytorch_printed() {
         betas: (0.9, 0.99),
         eps: 1e-8,
         weight_decay: 0.1,
+        ..AdamWConfig::default()
     };
     let mut opt = AdamW::new(vec![p.clone()], config).unwrap();
     let torch = [
@@ -683,6 +687,7 @@ fn steps_match_values_pytorch_printed() {
         dampening: 0.0,
         weight_decay: 0.02,
         nesterov: true,
+        ..SgdConfig::default()
     };
     let mut opt = Sgd::new(vec![q.clone()], config).unwrap();
     for g in &grads {

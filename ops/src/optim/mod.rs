@@ -1,5 +1,7 @@
-//! Optimizers that update parameters in place: [`Sgd`] and [`AdamW`] behind one small
-//! [`Optimizer`] trait, and clipping by global norm.
+//! Optimizers that update parameters in place: [`Sgd`], [`Adam`], [`AdamW`], [`RmsProp`] and
+//! [`Adagrad`] behind one small [`Optimizer`] trait, each built from a flat parameter list or
+//! from [`ParamGroup`]s with their own rate and weight decay; learning-rate [`schedule`]s that
+//! set those rates; and clipping by global norm. The updates are PyTorch's single-tensor ones.
 //!
 //! A step writes each parameter's storage through one exclusive typed access with graph
 //! construction disabled, so it bumps the parameter's version once: a graph built before the
@@ -20,14 +22,24 @@
 //! assert!(layer.weight().grad().unwrap().is_none());
 //! ```
 
+mod adagrad;
+mod adam;
 mod adamw;
 mod clip;
+mod group;
+mod moments;
 mod parameter;
+mod rmsprop;
+pub mod schedule;
 mod sgd;
 mod update;
 
+pub use adagrad::{Adagrad, AdagradConfig};
+pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm, clip_grad_norm_of};
+pub use group::ParamGroup;
+pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use sgd::{Sgd, SgdConfig};
 
 use autograd_core::{Result, Tensor};
@@ -67,7 +79,25 @@ pub trait Optimizer {
     /// The learning rate.
     fn lr(&self) -> f32;
 
-    /// Sets the learning rate for later steps (a schedule); a negative or non-finite rate is
-    /// `Error::Value`.
+    /// Sets the learning rate for later steps (of every parameter group); a negative or
+    /// non-finite rate is `Error::Value`.
     fn set_lr(&mut self, lr: f32) -> Result<()>;
+
+    /// Each parameter group's learning rate (PyTorch's `[g["lr"] for g in param_groups]`);
+    /// an optimizer without groups has one.
+    fn group_lrs(&self) -> Vec<f32> {
+        vec![self.lr()]
+    }
+
+    /// Sets each parameter group's learning rate for later steps, what a schedule calls: one
+    /// finite rate `>= 0` per group, else `Error::Value` and nothing changes.
+    fn set_group_lrs(&mut self, lrs: &[f32]) -> Result<()> {
+        autograd_core::ensure!(
+            lrs.len() == 1,
+            Value,
+            "got {} learning rates for an optimizer of one parameter group",
+            lrs.len()
+        );
+        self.set_lr(lrs[0])
+    }
 }

@@ -84,3 +84,20 @@ pub(crate) fn check_non_negative(name: &str, value: f32) -> Result<()> {
     );
     Ok(())
 }
+
+/// What a gradient is multiplied by: `-1` to climb the objective (`maximize`), else `1`
+/// (exact: the product is the gradient or its negation, bit for bit).
+pub(crate) fn sign_of(maximize: bool) -> f32 {
+    if maximize {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// The f64 a PyTorch user types for the f32 hyperparameter `x`: its shortest decimal form read
+/// as f64 (`0.99f32` is `0.99`, not `0.9900000095...`), so that scalars PyTorch derives in
+/// Python floats (`1 - beta`, `lr / (1 - beta^t)`) round to the same f32.
+pub(crate) fn decimal(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}

@@ -8,7 +8,8 @@ use autograd_core::{ensure, Result, Tensor};
 
 use crate::persist::optimizer_state::{self, names_of, Loaded, Slot};
 
-use super::parameter::{check_gradients, check_non_negative, check_parameters};
+use super::group::{borrowed, flag, Groups, ParamGroup};
+use super::parameter::{check_gradients, check_non_negative, check_parameters, sign_of};
 use super::update::{step_all, update};
 use super::Optimizer;
 
@@ -25,6 +26,8 @@ pub struct SgdConfig {
     pub weight_decay: f32,
     /// Nesterov momentum (needs `momentum > 0` and `dampening == 0`).
     pub nesterov: bool,
+    /// Climbs the objective instead: the gradient's sign is flipped before everything else.
+    pub maximize: bool,
 }
 
 impl Default for SgdConfig {
@@ -35,6 +38,7 @@ impl Default for SgdConfig {
             dampening: 0.0,
             weight_decay: 0.0,
             nesterov: false,
+            maximize: false,
         }
     }
 }
@@ -42,6 +46,7 @@ impl Default for SgdConfig {
 /// SGD as PyTorch computes it, for each parameter `p` with gradient `g`:
 ///
 /// ```text
+/// g = -g                                              if maximize
 /// d = g + weight_decay * p
 /// if momentum != 0:
 ///     buf = d                                          on the parameter's first step
@@ -53,6 +58,7 @@ impl Default for SgdConfig {
 pub struct Sgd {
     params: Vec<Tensor>,
     config: SgdConfig,
+    groups: Groups,
     /// The momentum buffer of each parameter (logical order), from its first step.
     momentum: Vec<Option<Vec<f32>>>,
     scratch: Vec<f32>,
@@ -62,18 +68,32 @@ impl Sgd {
     /// An optimizer of `params` (Float32 leaves of one subtensor with injective layouts, each
     /// once). Invalid hyperparameters are `Error::Value`, as PyTorch's `ValueError`.
     pub fn new(params: Vec<Tensor>, config: SgdConfig) -> Result<Sgd> {
-        check_parameters(&params)?;
         check_config(&config)?;
+        let groups = Groups::single(params.len(), config.lr, config.weight_decay);
+        Sgd::build(params, groups, config)
+    }
+
+    /// An optimizer of parameter groups, each with its own learning rate and weight decay
+    /// (the config's where a group sets none); parameters are numbered group after group.
+    pub fn with_groups(groups: Vec<ParamGroup>, config: SgdConfig) -> Result<Sgd> {
+        check_config(&config)?;
+        let (params, groups) = Groups::build(groups, config.lr, config.weight_decay)?;
+        Sgd::build(params, groups, config)
+    }
+
+    fn build(params: Vec<Tensor>, groups: Groups, config: SgdConfig) -> Result<Sgd> {
+        check_parameters(&params)?;
         let momentum = vec![None; params.len()];
         Ok(Sgd {
             params,
             config,
+            groups,
             momentum,
             scratch: Vec::new(),
         })
     }
 
-    /// The hyperparameters.
+    /// The hyperparameters (`lr` and `weight_decay`: the first group's).
     pub fn config(&self) -> &SgdConfig {
         &self.config
     }
@@ -119,7 +139,11 @@ impl Sgd {
             ("dampening", c.dampening.to_string()),
             ("weight_decay", c.weight_decay.to_string()),
             ("nesterov", c.nesterov.to_string()),
+            ("maximize", c.maximize.to_string()),
         ];
+        let groups = self.groups.hyper();
+        let mut hyper = hyper.to_vec();
+        hyper.extend(borrowed(&groups));
         let slots: Vec<_> = param_names
             .iter()
             .zip(&self.params)
@@ -147,8 +171,10 @@ impl Sgd {
             dampening: file.hyper("dampening")?,
             weight_decay: file.hyper("weight_decay")?,
             nesterov: file.hyper("nesterov")?,
+            maximize: flag(&file, "maximize")?,
         };
         check_config(&config)?;
+        let groups = self.groups.load(&file, config.lr, config.weight_decay)?;
         let momentum = param_names
             .iter()
             .zip(&self.params)
@@ -156,6 +182,7 @@ impl Sgd {
             .collect::<Result<Vec<_>>>()?;
         file.finish()?;
         self.config = config;
+        self.groups = groups;
         self.momentum = momentum;
         Ok(())
     }
@@ -168,14 +195,20 @@ impl Optimizer for Sgd {
 
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;
-        let c = self.config;
-        let decay = c.weight_decay != 0.0;
+        let config = self.config;
         let scratch = &mut self.scratch;
-        let params = &self.params;
+        let (params, groups) = (&self.params, &self.groups);
         step_all(params, grads, &mut self.momentum, |i, buf| {
             let (p, Some(g)) = (&params[i], &grads[i]) else {
                 return Ok(());
             };
+            let o = groups.of(i);
+            let c = SgdConfig {
+                lr: o.lr,
+                weight_decay: o.weight_decay,
+                ..config
+            };
+            let decay = c.weight_decay != 0.0;
             if c.momentum == 0.0 {
                 return if decay {
                     plain::<true>(p, g, scratch, &c)
@@ -209,6 +242,17 @@ impl Optimizer for Sgd {
     fn set_lr(&mut self, lr: f32) -> Result<()> {
         check_non_negative("learning rate", lr)?;
         self.config.lr = lr;
+        self.groups.set_all_lrs(lr);
+        Ok(())
+    }
+
+    fn group_lrs(&self) -> Vec<f32> {
+        self.groups.lrs()
+    }
+
+    fn set_group_lrs(&mut self, lrs: &[f32]) -> Result<()> {
+        self.groups.set_lrs(lrs)?;
+        self.config.lr = lrs[0];
         Ok(())
     }
 }
@@ -234,9 +278,9 @@ fn plain<const DECAY: bool>(
     scratch: &mut Vec<f32>,
     c: &SgdConfig,
 ) -> Result<()> {
-    let (lr, wd) = (c.lr, c.weight_decay);
+    let (lr, wd, sign) = (c.lr, c.weight_decay, sign_of(c.maximize));
     update(p, g, scratch, [], |p, g, []| {
-        *p += -lr * decayed::<DECAY>(*p, g, wd);
+        *p += -lr * decayed::<DECAY>(*p, sign * g, wd);
     })
 }
 
@@ -250,8 +294,9 @@ fn with_momentum<const FIRST: bool, const NESTEROV: bool, const DECAY: bool>(
     c: &SgdConfig,
 ) -> Result<()> {
     let (lr, wd, mu, keep) = (c.lr, c.weight_decay, c.momentum, 1.0 - c.dampening);
+    let sign = sign_of(c.maximize);
     update(p, g, scratch, [buf], |p, g, [b]| {
-        let d = decayed::<DECAY>(*p, g, wd);
+        let d = decayed::<DECAY>(*p, sign * g, wd);
         *b = if FIRST { d } else { mu * *b + keep * d };
         let d = if NESTEROV { d + mu * *b } else { *b };
         *p += -lr * d;
