@@ -115,7 +115,6 @@ fn sgd_nesterov_dampening_and_plain_match_the_reference() {
             dampening: 0.3,
             weight_decay: 0.02,
             nesterov: false,
-            ..SgdConfig::default()
         },
         SgdConfig {
             lr: 0.05,
@@ -123,7 +122,6 @@ fn sgd_nesterov_dampening_and_plain_match_the_reference() {
             dampening: 0.0,
             weight_decay: 0.02,
             nesterov: true,
-            ..SgdConfig::default()
         },
     ];
     for config in configs {
@@ -174,7 +172,6 @@ fn adamw_matches_a_plain_loop_reference_over_three_steps() {
         betas: (0.9, 0.99),
         eps: 1e-8,
         weight_decay: 0.1,
-        ..AdamWConfig::default()
     };
     let p0 = noise(6, 3);
     let grads: Vec<Vec<f32>> = (0..3).map(|k| noise(6, 20 + k)).collect();
@@ -658,7 +655,6 @@ fn steps_match_values_pytorch_printed() {
         betas: (0.9, 0.99),
         eps: 1e-8,
         weight_decay: 0.1,
-        ..AdamWConfig::default()
     };
     let mut opt = AdamW::new(vec![p.clone()], config).unwrap();
     let torch = [
@@ -687,7 +683,6 @@ fn steps_match_values_pytorch_printed() {
         dampening: 0.0,
         weight_decay: 0.02,
         nesterov: true,
-        ..SgdConfig::default()
     };
     let mut opt = Sgd::new(vec![q.clone()], config).unwrap();
     for g in &grads {

@@ -123,12 +123,17 @@ fn optimizer(kind: &str, c: &HashMap<String, String>, groups: &str, p: &Problem)
     });
     let params = p.params.to_vec();
     macro_rules! build {
-        ($ty:ident, $config:expr) => {{
+        ($ty:ident, $config:expr) => {
+            build!($ty, $config, |o| o)
+        };
+        // `$flagged` switches the options that live on the optimizer, not in its config
+        ($ty:ident, $config:expr, |$o:ident| $flagged:expr) => {{
             let config = $config;
-            Ok(match groups {
-                Some(g) => Opt::$ty($ty::with_groups(g, config)?),
-                None => Opt::$ty($ty::new(params, config)?),
-            })
+            let $o = match groups {
+                Some(g) => $ty::with_groups(g, config)?,
+                None => $ty::new(params, config)?,
+            };
+            Ok(Opt::$ty($flagged))
         }};
     }
     match kind {
@@ -142,8 +147,8 @@ fn optimizer(kind: &str, c: &HashMap<String, String>, groups: &str, p: &Problem)
                     dampening: get(c, "dampening", d.dampening),
                     weight_decay: get(c, "weight_decay", d.weight_decay),
                     nesterov: get(c, "nesterov", d.nesterov),
-                    maximize: get(c, "maximize", d.maximize),
-                }
+                },
+                |o| o.maximize(get(c, "maximize", false))
             )
         }
         "adam" => {
@@ -169,9 +174,10 @@ fn optimizer(kind: &str, c: &HashMap<String, String>, groups: &str, p: &Problem)
                     betas: (get(c, "beta1", d.betas.0), get(c, "beta2", d.betas.1)),
                     eps: get(c, "eps", d.eps),
                     weight_decay: get(c, "weight_decay", d.weight_decay),
-                    amsgrad: get(c, "amsgrad", d.amsgrad),
-                    maximize: get(c, "maximize", d.maximize),
-                }
+                },
+                |o| o
+                    .amsgrad(get(c, "amsgrad", false))?
+                    .maximize(get(c, "maximize", false))
             )
         }
         "rmsprop" => {
@@ -266,10 +272,12 @@ fn maximize_climbs_where_minimizing_descends() {
         let g = vals(p.grads()[0].as_ref().unwrap());
         let config = SgdConfig {
             lr: 0.5,
-            maximize,
             ..SgdConfig::default()
         };
-        let mut opt = Sgd::new(p.params.to_vec(), config).unwrap();
+        let mut opt = Sgd::new(p.params.to_vec(), config)
+            .unwrap()
+            .maximize(maximize);
+        assert_eq!(opt.is_maximizing(), maximize);
         opt.step_with(&p.grads()).unwrap();
         let sign = if maximize { 1.0 } else { -1.0 };
         let want: Vec<f32> = before
@@ -991,4 +999,19 @@ fn a_state_file_of_another_kind_or_group_count_loads_nothing() {
     let mut plain = Adam::new(p.params.to_vec(), AdamConfig::default()).unwrap();
     plain.load_state(&p.names(), &path).unwrap();
     assert_eq!((plain.steps(0), plain.config()), (1, adam.config()));
+}
+
+/// AdamW's and SGD's new switches live on the optimizer, so their configs keep their fields;
+/// AMSGrad cannot be switched once moments exist.
+#[test]
+fn adamw_amsgrad_is_switched_before_the_first_step() {
+    let p = Problem::new();
+    let opt = AdamW::new(p.params.to_vec(), AdamWConfig::default()).unwrap();
+    let mut opt = opt.amsgrad(true).unwrap().maximize(true);
+    assert_eq!(opt.flags(), (true, true));
+    opt.step_with(&p.grads()).unwrap();
+    let before = vals(&p.params[0]);
+    let err = opt.amsgrad(false).unwrap_err();
+    assert_eq!(err.kind(), autograd_core::ErrorKind::Value);
+    assert_eq!(vals(&p.params[0]), before);
 }

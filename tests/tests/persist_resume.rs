@@ -232,7 +232,6 @@ fn optimizer_state_round_trips_steps_moments_and_hyperparameters() {
             betas: (0.8, 0.95),
             eps: 1e-7,
             weight_decay: 0.1,
-            ..AdamWConfig::default()
         },
     )
     .unwrap();

@@ -9,7 +9,8 @@ use super::moments::{check_hyper, AdamCore, Decay, Hyper};
 use super::Optimizer;
 
 /// The hyperparameters of [`AdamW`]; `Default` is PyTorch's (lr 1e-3, betas (0.9, 0.999),
-/// eps 1e-8, weight decay 1e-2, no AMSGrad, minimizing).
+/// eps 1e-8, weight decay 1e-2). AMSGrad and maximizing are switched on the optimizer
+/// ([`AdamW::amsgrad`], [`AdamW::maximize`]), so that this struct keeps its fields.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamWConfig {
     /// The learning rate.
@@ -20,10 +21,6 @@ pub struct AdamWConfig {
     pub eps: f32,
     /// The decoupled weight decay: each step multiplies `p` by `1 - lr * weight_decay`.
     pub weight_decay: f32,
-    /// AMSGrad: the denominator uses the running maximum of the second moment.
-    pub amsgrad: bool,
-    /// Climbs the objective instead: the gradient's sign is flipped first.
-    pub maximize: bool,
 }
 
 impl Default for AdamWConfig {
@@ -33,8 +30,6 @@ impl Default for AdamWConfig {
             betas: (0.9, 0.999),
             eps: 1e-8,
             weight_decay: 1e-2,
-            amsgrad: false,
-            maximize: false,
         }
     }
 }
@@ -46,8 +41,8 @@ impl AdamWConfig {
             betas: self.betas,
             eps: self.eps,
             weight_decay: self.weight_decay,
-            amsgrad: self.amsgrad,
-            maximize: self.maximize,
+            amsgrad: false,
+            maximize: false,
         }
     }
 }
@@ -91,6 +86,32 @@ impl AdamW {
         Ok(AdamW { core, config })
     }
 
+    /// AMSGrad (PyTorch's `amsgrad=True`): the denominator uses the running maximum of the
+    /// second moment. Switched before the first step; after it, `Error::Value` (the maxima
+    /// would start from moments already averaged).
+    pub fn amsgrad(mut self, on: bool) -> Result<AdamW> {
+        autograd_core::ensure!(
+            self.core.untouched(),
+            Value,
+            "AdamW: switch amsgrad before the first step"
+        );
+        self.core.hyper.amsgrad = on;
+        Ok(self)
+    }
+
+    /// Climbs the objective instead of descending it (PyTorch's `maximize=True`): the
+    /// gradient's sign is flipped first.
+    #[must_use]
+    pub fn maximize(mut self, on: bool) -> AdamW {
+        self.core.hyper.maximize = on;
+        self
+    }
+
+    /// Whether AMSGrad and maximizing are on: `(amsgrad, maximize)`.
+    pub fn flags(&self) -> (bool, bool) {
+        (self.core.hyper.amsgrad, self.core.hyper.maximize)
+    }
+
     /// The hyperparameters (`lr`: the first group's once a schedule or a load set it).
     pub fn config(&self) -> &AdamWConfig {
         &self.config
@@ -104,8 +125,6 @@ impl AdamW {
             betas: h.betas,
             eps: h.eps,
             weight_decay: h.weight_decay,
-            amsgrad: h.amsgrad,
-            maximize: h.maximize,
         };
     }
 

@@ -112,6 +112,11 @@ impl AdamCore {
             .map_or(0, |m| m.step)
     }
 
+    /// Whether no parameter has taken a step (no moments exist yet).
+    pub(crate) fn untouched(&self) -> bool {
+        self.moments.iter().all(Option::is_none)
+    }
+
     /// One step, as PyTorch's single-tensor Adam (`decoupled_weight_decay` per the variant).
     pub(crate) fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;

@@ -26,8 +26,6 @@ pub struct SgdConfig {
     pub weight_decay: f32,
     /// Nesterov momentum (needs `momentum > 0` and `dampening == 0`).
     pub nesterov: bool,
-    /// Climbs the objective instead: the gradient's sign is flipped before everything else.
-    pub maximize: bool,
 }
 
 impl Default for SgdConfig {
@@ -38,7 +36,6 @@ impl Default for SgdConfig {
             dampening: 0.0,
             weight_decay: 0.0,
             nesterov: false,
-            maximize: false,
         }
     }
 }
@@ -59,6 +56,8 @@ pub struct Sgd {
     params: Vec<Tensor>,
     config: SgdConfig,
     groups: Groups,
+    /// Climb the objective: the gradient's sign is flipped before everything else.
+    maximize: bool,
     /// The momentum buffer of each parameter (logical order), from its first step.
     momentum: Vec<Option<Vec<f32>>>,
     scratch: Vec<f32>,
@@ -88,9 +87,23 @@ impl Sgd {
             params,
             config,
             groups,
+            maximize: false,
             momentum,
             scratch: Vec::new(),
         })
+    }
+
+    /// Climbs the objective instead of descending it (PyTorch's `maximize=True`): the
+    /// gradient's sign is flipped before everything else.
+    #[must_use]
+    pub fn maximize(mut self, on: bool) -> Sgd {
+        self.maximize = on;
+        self
+    }
+
+    /// Whether [`Sgd::maximize`] is on.
+    pub fn is_maximizing(&self) -> bool {
+        self.maximize
     }
 
     /// The hyperparameters (`lr` and `weight_decay`: the first group's).
@@ -139,7 +152,7 @@ impl Sgd {
             ("dampening", c.dampening.to_string()),
             ("weight_decay", c.weight_decay.to_string()),
             ("nesterov", c.nesterov.to_string()),
-            ("maximize", c.maximize.to_string()),
+            ("maximize", self.maximize.to_string()),
         ];
         let groups = self.groups.hyper();
         let mut hyper = hyper.to_vec();
@@ -171,8 +184,8 @@ impl Sgd {
             dampening: file.hyper("dampening")?,
             weight_decay: file.hyper("weight_decay")?,
             nesterov: file.hyper("nesterov")?,
-            maximize: flag(&file, "maximize")?,
         };
+        let maximize = flag(&file, "maximize")?;
         check_config(&config)?;
         let groups = self.groups.load(&file, config.lr, config.weight_decay)?;
         let momentum = param_names
@@ -183,6 +196,7 @@ impl Sgd {
         file.finish()?;
         self.config = config;
         self.groups = groups;
+        self.maximize = maximize;
         self.momentum = momentum;
         Ok(())
     }
@@ -196,6 +210,7 @@ impl Optimizer for Sgd {
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;
         let config = self.config;
+        let sign = sign_of(self.maximize);
         let scratch = &mut self.scratch;
         let (params, groups) = (&self.params, &self.groups);
         step_all(params, grads, &mut self.momentum, |i, buf| {
@@ -211,9 +226,9 @@ impl Optimizer for Sgd {
             let decay = c.weight_decay != 0.0;
             if c.momentum == 0.0 {
                 return if decay {
-                    plain::<true>(p, g, scratch, &c)
+                    plain::<true>(p, g, scratch, &c, sign)
                 } else {
-                    plain::<false>(p, g, scratch, &c)
+                    plain::<false>(p, g, scratch, &c, sign)
                 };
             }
             let first = buf.is_none();
@@ -231,7 +246,7 @@ impl Optimizer for Sgd {
                 (true, true, false) => with_momentum::<true, true, false>,
                 (true, true, true) => with_momentum::<true, true, true>,
             };
-            run(p, g, scratch, b, &c)
+            run(p, g, scratch, b, &c, sign)
         })
     }
 
@@ -277,8 +292,9 @@ fn plain<const DECAY: bool>(
     g: &Tensor,
     scratch: &mut Vec<f32>,
     c: &SgdConfig,
+    sign: f32,
 ) -> Result<()> {
-    let (lr, wd, sign) = (c.lr, c.weight_decay, sign_of(c.maximize));
+    let (lr, wd) = (c.lr, c.weight_decay);
     update(p, g, scratch, [], |p, g, []| {
         *p += -lr * decayed::<DECAY>(*p, sign * g, wd);
     })
@@ -292,9 +308,9 @@ fn with_momentum<const FIRST: bool, const NESTEROV: bool, const DECAY: bool>(
     scratch: &mut Vec<f32>,
     buf: &mut [f32],
     c: &SgdConfig,
+    sign: f32,
 ) -> Result<()> {
     let (lr, wd, mu, keep) = (c.lr, c.weight_decay, c.momentum, 1.0 - c.dampening);
-    let sign = sign_of(c.maximize);
     update(p, g, scratch, [buf], |p, g, [b]| {
         let d = decayed::<DECAY>(*p, sign * g, wd);
         *b = if FIRST { d } else { mu * *b + keep * d };
