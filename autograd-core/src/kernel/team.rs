@@ -145,25 +145,18 @@ impl Team {
             while self.generation.load(Ordering::Acquire) == seen {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if !spins.is_multiple_of(256) {
-                    continue;
+                if spins.is_multiple_of(256) && started.elapsed() > SPIN {
+                    let mut shared = self.lock();
+                    shared.parked += 1;
+                    while self.generation.load(Ordering::Acquire) == seen {
+                        shared = self
+                            .wake
+                            .wait(shared)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                    shared.parked -= 1;
+                    break;
                 }
-                if started.elapsed() <= SPIN {
-                    // let another runnable thread (a data loader's prefetch) use this core
-                    // while the team is idle; with none, this returns at once
-                    std::thread::yield_now();
-                    continue;
-                }
-                let mut shared = self.lock();
-                shared.parked += 1;
-                while self.generation.load(Ordering::Acquire) == seen {
-                    shared = self
-                        .wake
-                        .wait(shared)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-                shared.parked -= 1;
-                break;
             }
             let (generation, job) = {
                 let shared = self.lock();

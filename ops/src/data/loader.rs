@@ -1,13 +1,13 @@
 //! The data loader: a dataset's batches in a seeded order per epoch, for one shard, built on
 //! the caller's thread or prefetched on a thread of their own.
 
-use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use autograd_core::{ensure, no_grad, Error, Result, Rng};
 
 use super::dataset::{Collate, Dataset};
+use super::prefetch::{queue, Receiver};
 
 /// The batch type of dataset `D`.
 type BatchOf<D> = <<D as Dataset>::Sample as Collate>::Batch;
@@ -150,14 +150,14 @@ impl<D: Dataset> DataLoader<D> {
                 },
             });
         }
-        let (tx, rx) = sync_channel(self.prefetch);
+        let (tx, rx) = queue(self.prefetch);
         let worker = std::thread::Builder::new()
             .name("data-loader".into())
             .spawn(move || {
                 for chunk in chunks {
                     let batch = build(&*dataset, &chunk);
                     let failed = batch.is_err();
-                    if tx.send(batch).is_err() || failed {
+                    if !tx.send(batch) || failed {
                         break;
                     }
                 }
@@ -218,8 +218,8 @@ impl<D: Dataset> Iterator for Batches<D> {
         let batch = match &mut self.source {
             Source::Here { dataset, chunks } => build(&**dataset, &chunks.next()?),
             Source::Worker { rx, .. } => match rx.as_ref()?.recv() {
-                Ok(batch) => batch,
-                Err(_) => Err(Error::Runtime(
+                Some(batch) => batch,
+                None => Err(Error::Runtime(
                     "the data loader's thread stopped before the end of the epoch (a dataset panicked)"
                         .into(),
                 )),
@@ -237,7 +237,7 @@ impl<D: Dataset> Iterator for Batches<D> {
 impl<D: Dataset> Drop for Batches<D> {
     fn drop(&mut self) {
         if let Source::Worker { rx, worker } = &mut self.source {
-            // a worker blocked on a full channel wakes with an error and stops
+            // a worker blocked on a full queue wakes and stops
             drop(rx.take());
             if let Some(worker) = worker.take() {
                 // its panic was reported by `next` when it mattered

@@ -24,6 +24,7 @@
 
 mod dataset;
 mod loader;
+mod prefetch;
 
 pub use dataset::{Collate, Dataset, TensorDataset};
 pub use loader::{Batches, DataLoader};
