@@ -13,8 +13,15 @@ struct State<T> {
     closed: bool,
     /// The sender is gone (finished or panicked): an empty queue ends the stream.
     done: bool,
-    consumer_waiting: bool,
-    producer_waiting: bool,
+    /// Who sleeps on a condition variable and needs a notification.
+    waiting: Waiting,
+}
+
+/// The ends asleep on the queue.
+#[derive(Default)]
+struct Waiting {
+    consumer: bool,
+    producer: bool,
 }
 
 struct Shared<T> {
@@ -49,8 +56,7 @@ pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             queue: VecDeque::with_capacity(capacity),
             closed: false,
             done: false,
-            consumer_waiting: false,
-            producer_waiting: false,
+            waiting: Waiting::default(),
         }),
         ready: Condvar::new(),
         room: Condvar::new(),
@@ -66,15 +72,15 @@ impl<T> Sender<T> {
         let s = &self.0;
         let mut state = s.lock();
         while state.queue.len() >= s.capacity && !state.closed {
-            state.producer_waiting = true;
+            state.waiting.producer = true;
             state = s.room.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
-        state.producer_waiting = false;
+        state.waiting.producer = false;
         if state.closed {
             return false;
         }
         state.queue.push_back(item);
-        if state.consumer_waiting {
+        if state.waiting.consumer {
             s.ready.notify_one();
         }
         true
@@ -86,7 +92,7 @@ impl<T> Drop for Sender<T> {
         let s = &self.0;
         let mut state = s.lock();
         state.done = true;
-        if state.consumer_waiting {
+        if state.waiting.consumer {
             s.ready.notify_one();
         }
     }
@@ -99,7 +105,7 @@ impl<T> Receiver<T> {
         let mut state = s.lock();
         loop {
             if let Some(item) = state.queue.pop_front() {
-                if state.producer_waiting && state.queue.len() <= s.low {
+                if state.waiting.producer && state.queue.len() <= s.low {
                     s.room.notify_one();
                 }
                 return Some(item);
@@ -107,9 +113,9 @@ impl<T> Receiver<T> {
             if state.done {
                 return None;
             }
-            state.consumer_waiting = true;
+            state.waiting.consumer = true;
             state = s.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
-            state.consumer_waiting = false;
+            state.waiting.consumer = false;
         }
     }
 }
@@ -120,7 +126,7 @@ impl<T> Drop for Receiver<T> {
         let mut state = s.lock();
         state.closed = true;
         state.queue.clear();
-        if state.producer_waiting {
+        if state.waiting.producer {
             s.room.notify_one();
         }
     }
