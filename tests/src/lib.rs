@@ -1,6 +1,7 @@
 //! Shared helpers of the conformance tests.
 
 pub mod committed;
+pub mod fixture;
 
 use autograd_core::{differentiable, CpuCarrier, ErrorKind, Layout, Result, Shape, Stride, Tensor};
 

@@ -10,33 +10,12 @@ use std::sync::Arc;
 
 use autograd_core::{gradcheck, shape, Axis, ErrorKind, GradcheckOptions, IntList, Result, Tensor};
 use autograd_ops as ops;
+use autograd_tests::fixture::{floats, operand};
 use autograd_tests::{kind, noise, strided, t, vals};
 use proptest::prelude::*;
 
 /// PyTorch's numbers, one case a line.
 const AXES: &str = include_str!("../fixtures/axes/axes.txt");
-
-/// A fixture operand: `dims:values`.
-fn operand(field: &str) -> Option<(Vec<usize>, Vec<f32>)> {
-    let (dims, values) = field.split_once(':')?;
-    let dims = dims
-        .split(' ')
-        .filter(|d| !d.is_empty())
-        .map(|d| d.parse().expect("an extent"))
-        .collect();
-    Some((dims, floats(values)))
-}
-
-fn floats(field: &str) -> Vec<f32> {
-    field
-        .split(' ')
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            v.parse::<f32>()
-                .unwrap_or_else(|e| panic!("fixture value {v:?}: {e}"))
-        })
-        .collect()
-}
 
 /// A fixture list `2,-1` (or one integer) as `i64`s.
 fn ints(field: &str) -> Vec<i64> {

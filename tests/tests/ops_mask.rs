@@ -7,23 +7,13 @@ use autograd_core::{
     grad, gradcheck, shape, ErrorKind, GradOptions, GradcheckOptions, Shape, Tensor,
 };
 use autograd_ops::{masked_fill, tril, triu};
+use autograd_tests::fixture::numbers;
 use autograd_tests::{kind, noise, strided, t, vals};
 
 /// An op under test, of one input.
 type Op<'a> = dyn Fn(&Tensor) -> autograd_core::Result<Tensor> + 'a;
 
 const MASK: &str = include_str!("../fixtures/mask/mask.txt");
-
-fn numbers<T: std::str::FromStr>(field: &str) -> Vec<T>
-where
-    T::Err: std::fmt::Debug,
-{
-    field
-        .split(' ')
-        .filter(|v| !v.is_empty())
-        .map(|v| v.parse().expect("a fixture number"))
-        .collect()
-}
 
 #[test]
 fn masked_fill_tril_and_triu_give_pytorchs_values_and_gradients() {

@@ -8,32 +8,11 @@ use autograd_core::{
     grad, gradcheck, shape, DType, ErrorKind, GradOptions, GradcheckOptions, Result, Tensor,
 };
 use autograd_ops as ops;
+use autograd_tests::fixture::{floats, operand};
 use autograd_tests::{broadcast_rows, kind, noise, strided, t, vals};
 
 /// PyTorch's numbers, one case a line.
 const MATH: &str = include_str!("../fixtures/math/math.txt");
-
-/// A fixture operand: `dims:values`.
-fn operand(field: &str) -> Option<(Vec<usize>, Vec<f32>)> {
-    let (dims, values) = field.split_once(':')?;
-    let dims = dims
-        .split(' ')
-        .filter(|d| !d.is_empty())
-        .map(|d| d.parse().expect("an extent"))
-        .collect();
-    Some((dims, floats(values)))
-}
-
-fn floats(field: &str) -> Vec<f32> {
-    field
-        .split(' ')
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            v.parse::<f32>()
-                .unwrap_or_else(|e| panic!("fixture value {v:?}: {e}"))
-        })
-        .collect()
-}
 
 /// Runs the fixture's op (with its constants `c`) on our side.
 fn run(op: &str, c: &[f32], x: &[Tensor]) -> Result<Tensor> {

@@ -6,20 +6,10 @@ use autograd_core::{
     grad, gradcheck, shape, DType, ErrorKind, GradOptions, GradcheckOptions, Tensor,
 };
 use autograd_ops::{one_hot, repeat, tile};
+use autograd_tests::fixture::numbers;
 use autograd_tests::{kind, noise, strided, t, vals};
 
 const REPEAT: &str = include_str!("../fixtures/mask/repeat.txt");
-
-fn numbers<T: std::str::FromStr>(field: &str) -> Vec<T>
-where
-    T::Err: std::fmt::Debug,
-{
-    field
-        .split(' ')
-        .filter(|v| !v.is_empty())
-        .map(|v| v.parse().expect("a fixture number"))
-        .collect()
-}
 
 #[test]
 fn repeat_tile_one_hot_and_eye_give_pytorchs_numbers() {

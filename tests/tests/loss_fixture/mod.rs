@@ -8,32 +8,11 @@ use autograd_ops::{
     self as ops, CrossEntropyOptions, Embedding, EmbeddingOptions, KlDivReduction, NllLossOptions,
     Reduction,
 };
+use autograd_tests::fixture::{floats, operand};
 use autograd_tests::{t, vals};
 
 /// PyTorch's numbers, one case a line (shared with `ops_norms.rs`).
 pub const LOSSES: &str = include_str!("../../fixtures/losses/losses.txt");
-
-/// A fixture operand: `dims:values` (no dims: a 0-dim tensor).
-fn operand(field: &str) -> Option<(Vec<usize>, Vec<f32>)> {
-    let (dims, values) = field.split_once(':')?;
-    let dims = dims
-        .split(' ')
-        .filter(|d| !d.is_empty())
-        .map(|d| d.parse().expect("an extent"))
-        .collect();
-    Some((dims, floats(values)))
-}
-
-fn floats(field: &str) -> Vec<f32> {
-    field
-        .split(' ')
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            v.parse::<f32>()
-                .unwrap_or_else(|e| panic!("fixture value {v:?}: {e}"))
-        })
-        .collect()
-}
 
 /// The `key=value` words of a fixture's params field.
 fn param<'a>(params: &'a str, key: &str) -> Option<&'a str> {
