@@ -1,11 +1,11 @@
-//! `repeat`, `tile`, `one_hot` and the rectangular identity (issue 38 item 4): values and
+//! `repeat`, `tile`, `flip`, `roll`, `one_hot` and the rectangular identity (issue 38 item 4): values and
 //! gradients against the numbers PyTorch 2.15 prints (`tests/fixtures/mask/repeat.txt`,
 //! written by `gen_repeat.py` beside it), gradcheck on strided inputs, and errors.
 
 use autograd_core::{
     grad, gradcheck, shape, DType, ErrorKind, GradOptions, GradcheckOptions, Tensor,
 };
-use autograd_ops::{one_hot, repeat, tile};
+use autograd_ops::{flip, one_hot, repeat, roll, tile};
 use autograd_tests::fixture::numbers;
 use autograd_tests::{kind, noise, strided, t, vals};
 
@@ -19,15 +19,23 @@ fn repeat_tile_one_hot_and_eye_give_pytorchs_numbers() {
         let [op, sizes, dims, input, cotangent, out_dims, output, want_grad] = f[..] else {
             panic!("a fixture line has eight fields: {line}");
         };
-        let sizes: Vec<usize> = numbers(sizes);
+        // flip's axes and roll's axes may be negative; roll's shifts follow its name
+        let axes: Vec<i64> = numbers(sizes);
+        let sizes: Vec<usize> = axes
+            .iter()
+            .map(|&a| usize::try_from(a).unwrap_or(0))
+            .collect();
+        let (op, shifts) = op.split_once(' ').unwrap_or((op, ""));
+        let shifts: Vec<i64> = numbers(shifts);
         let (dims, out_dims): (Vec<usize>, Vec<usize>) = (numbers(dims), numbers(out_dims));
         match op {
-            "repeat" | "tile" => {
+            "repeat" | "tile" | "flip" | "roll" => {
                 let x = t(&numbers::<f32>(input), &dims);
-                let y = if op == "repeat" {
-                    repeat(&x, &sizes).unwrap()
-                } else {
-                    tile(&x, &sizes).unwrap()
+                let y = match op {
+                    "repeat" => repeat(&x, &sizes).unwrap(),
+                    "tile" => tile(&x, &sizes).unwrap(),
+                    "flip" => flip(&x, &axes[..]).unwrap(),
+                    _ => roll(&x, &shifts, &axes[..]).unwrap(),
                 };
                 assert_eq!(y.dims(), out_dims, "{line}");
                 assert_eq!(vals(&y), numbers::<f32>(output), "{op} {sizes:?}");
@@ -62,7 +70,7 @@ fn repeat_tile_one_hot_and_eye_give_pytorchs_numbers() {
         }
         cases += 1;
     }
-    assert_eq!(cases, 9);
+    assert_eq!(cases, 13);
 }
 
 #[test]
@@ -76,6 +84,12 @@ fn repeat_and_tile_pass_gradcheck_on_strided_inputs() {
         );
         assert!(report.is_ok(), "repeat {sizes:?}: {report:?}");
     }
+    let report = gradcheck(
+        |v: &[Tensor]| roll(&flip(&v[0], &[0])?, &[-1], &[-1]),
+        std::slice::from_ref(&x),
+        GradcheckOptions::default(),
+    );
+    assert!(report.is_ok(), "flip and roll: {report:?}");
     let report = gradcheck(
         |v: &[Tensor]| tile(&v[0], &[2]),
         std::slice::from_ref(&x),
@@ -111,6 +125,13 @@ fn other_dtypes_and_errors() {
 
     let x = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
     assert_eq!(kind(repeat(&x, &[2])), ErrorKind::Value);
+    assert_eq!(kind(flip(&x, &[0, -2])), ErrorKind::Value);
+    assert_eq!(kind(flip(&x, &[2])), ErrorKind::Value);
+    assert_eq!(kind(roll(&x, &[1, 2], &[0])), ErrorKind::Value);
+    assert_eq!(
+        x.roll(&[7], &[1]).unwrap().values::<f32>().unwrap(),
+        [2.0, 1.0, 4.0, 3.0]
+    );
     assert_eq!(kind(one_hot(&x, Some(3))), ErrorKind::Type);
     let out_of_range = Tensor::from_vec(vec![0i64, 3], shape![2]).unwrap();
     assert_eq!(kind(one_hot(&out_of_range, Some(3))), ErrorKind::Value);

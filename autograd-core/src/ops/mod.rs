@@ -56,7 +56,7 @@ pub use mask::{masked_fill, tril, triu};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
 pub use reduce::{mean, sum};
 pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
-pub use repeat::{repeat, tile};
+pub use repeat::{flip, repeat, roll, tile};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,
