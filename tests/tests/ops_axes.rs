@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use autograd_core::{gradcheck, shape, Axis, ErrorKind, GradcheckOptions, IntList, Result, Tensor};
 use autograd_ops as ops;
-use autograd_tests::fixture::{floats, operand};
+use autograd_tests::fixture::{floats, mismatches, operand, Tolerance};
 use autograd_tests::{kind, noise, strided, t, vals};
 use proptest::prelude::*;
 
@@ -90,26 +90,12 @@ fn run(op: &str, p: &[&str], a: &Tensor, b: Option<&Tensor>) -> Result<Vec<Tenso
     }
 }
 
-/// Equal within 1e-6 relative or 1e-5 absolute (sums of a few dozen Float32 terms).
-fn same(ours: f32, theirs: f32) -> bool {
-    (ours - theirs).abs() <= 1e-5 + 1e-6 * theirs.abs()
-}
-
-fn mismatches(label: &str, what: &str, ours: &[f32], theirs: &[f32]) -> Vec<String> {
-    if ours.len() != theirs.len() {
-        return vec![format!(
-            "{label}: {what} has {} values, PyTorch {}",
-            ours.len(),
-            theirs.len()
-        )];
-    }
-    ours.iter()
-        .zip(theirs)
-        .enumerate()
-        .filter(|(_, (o, t))| !same(**o, **t))
-        .map(|(i, (o, t))| format!("{label}: {what}[{i}]: ours {o}, PyTorch {t}"))
-        .collect()
-}
+/// How close to PyTorch's values ours must be: 1e-6 relative or 1e-5 absolute (sums of a
+/// few dozen Float32 terms).
+const TOL: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-6,
+};
 
 /// Our values of `y` as `f32` (Int32 indices widened).
 fn values(y: &Tensor) -> Vec<f32> {
@@ -162,6 +148,7 @@ fn check(line: &str) -> Vec<String> {
             &format!("result {i}"),
             &values(y),
             theirs,
+            TOL,
         ));
     }
     if f[7].is_empty() {
@@ -191,7 +178,7 @@ fn check(line: &str) -> Vec<String> {
     for (j, g) in grads.iter().enumerate() {
         let theirs = floats(f[7 + j]);
         let ours = g.as_ref().map_or_else(|| vec![0.0; theirs.len()], vals);
-        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs));
+        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs, TOL));
     }
     wrong
 }

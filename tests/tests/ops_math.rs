@@ -8,7 +8,7 @@ use autograd_core::{
     grad, gradcheck, shape, DType, ErrorKind, GradOptions, GradcheckOptions, Result, Tensor,
 };
 use autograd_ops as ops;
-use autograd_tests::fixture::{floats, operand};
+use autograd_tests::fixture::{floats, mismatches, operand, Tolerance};
 use autograd_tests::{broadcast_rows, kind, noise, strided, t, vals};
 
 /// PyTorch's numbers, one case a line.
@@ -52,33 +52,12 @@ fn run(op: &str, c: &[f32], x: &[Tensor]) -> Result<Tensor> {
     }
 }
 
-/// Equal as PyTorch's values: NaN with NaN, the same infinity, otherwise within 1e-6 relative
-/// or 1e-6 absolute (signed zeros compare equal).
-fn same(ours: f32, theirs: f32) -> bool {
-    if theirs.is_nan() || ours.is_nan() {
-        return theirs.is_nan() && ours.is_nan();
-    }
-    if theirs.is_infinite() || ours.is_infinite() {
-        return ours == theirs;
-    }
-    (ours - theirs).abs() <= 1e-6 + 1e-6 * theirs.abs()
-}
-
-fn mismatches(label: &str, what: &str, ours: &[f32], theirs: &[f32]) -> Vec<String> {
-    if ours.len() != theirs.len() {
-        return vec![format!(
-            "{label}: {what} has {} values, PyTorch {}",
-            ours.len(),
-            theirs.len()
-        )];
-    }
-    ours.iter()
-        .zip(theirs)
-        .enumerate()
-        .filter(|(_, (o, t))| !same(**o, **t))
-        .map(|(i, (o, t))| format!("{label}: {what}[{i}]: ours {o}, PyTorch {t}"))
-        .collect()
-}
+/// How close to PyTorch's values ours must be (NaN matching NaN, an infinity itself): 1e-6
+/// relative or 1e-6 absolute.
+const TOL: Tolerance = Tolerance {
+    abs: 1e-6,
+    rel: 1e-6,
+};
 
 /// Every difference between our forward value and gradients and PyTorch's on one line.
 fn check(line: &str) -> Vec<String> {
@@ -100,9 +79,9 @@ fn check(line: &str) -> Vec<String> {
             .map(|b| if b { 1.0 } else { 0.0 })
             .collect();
         assert!(y.autograd_ctx().is_none(), "{label} records no node");
-        return mismatches(label, "output", &ours, &floats(f[7]));
+        return mismatches(label, "output", &ours, &floats(f[7]), TOL);
     }
-    wrong.extend(mismatches(label, "output", &vals(&y), &floats(f[7])));
+    wrong.extend(mismatches(label, "output", &vals(&y), &floats(f[7]), TOL));
     let (cot_dims, cot) = operand(f[6]).expect("a cotangent");
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let grads =
@@ -110,7 +89,7 @@ fn check(line: &str) -> Vec<String> {
     for (j, g) in grads.iter().enumerate() {
         let theirs = floats(f[8 + j]);
         let ours = g.as_ref().map_or_else(|| vec![0.0; theirs.len()], vals);
-        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs));
+        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs, TOL));
     }
     wrong
 }

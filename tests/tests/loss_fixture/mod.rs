@@ -8,7 +8,7 @@ use autograd_ops::{
     self as ops, CrossEntropyOptions, Embedding, EmbeddingOptions, KlDivReduction, NllLossOptions,
     Reduction,
 };
-use autograd_tests::fixture::{floats, operand};
+use autograd_tests::fixture::{floats, mismatches, operand, Tolerance};
 use autograd_tests::{t, vals};
 
 /// PyTorch's numbers, one case a line (shared with `ops_norms.rs`).
@@ -115,33 +115,12 @@ fn run(op: &str, p: &str, x: &[Option<Tensor>]) -> Result<Tensor> {
     }
 }
 
-/// Equal as PyTorch's values: NaN with NaN, the same infinity, otherwise within 2e-5
-/// relative or 2e-6 absolute (the losses sum in another order than PyTorch).
-fn same(ours: f32, theirs: f32) -> bool {
-    if theirs.is_nan() || ours.is_nan() {
-        return theirs.is_nan() && ours.is_nan();
-    }
-    if theirs.is_infinite() || ours.is_infinite() {
-        return ours == theirs;
-    }
-    (ours - theirs).abs() <= 2e-6 + 2e-5 * theirs.abs()
-}
-
-fn mismatches(label: &str, what: &str, ours: &[f32], theirs: &[f32]) -> Vec<String> {
-    if ours.len() != theirs.len() {
-        return vec![format!(
-            "{label}: {what} has {} values, PyTorch {}",
-            ours.len(),
-            theirs.len()
-        )];
-    }
-    ours.iter()
-        .zip(theirs)
-        .enumerate()
-        .filter(|(_, (o, t))| !same(**o, **t))
-        .map(|(i, (o, t))| format!("{label}: {what}[{i}]: ours {o}, PyTorch {t}"))
-        .collect()
-}
+/// How close to PyTorch's values ours must be (NaN matching NaN, an infinity itself):
+/// 2e-5 relative or 2e-6 absolute (the losses sum in another order than PyTorch).
+const TOL: Tolerance = Tolerance {
+    abs: 2e-6,
+    rel: 2e-5,
+};
 
 /// Every difference between our forward value and gradients and PyTorch's on one line.
 pub fn check(line: &str) -> Vec<String> {
@@ -154,7 +133,7 @@ pub fn check(line: &str) -> Vec<String> {
         .collect();
     let y = run(op, p, &inputs).unwrap_or_else(|e| panic!("{label}: {e}"));
     let (out_dims, out) = operand(f[8]).expect("an output");
-    let mut wrong = mismatches(label, "output", &vals(&y), &out);
+    let mut wrong = mismatches(label, "output", &vals(&y), &out, TOL);
     if !out_dims.is_empty() && y.dims() != out_dims {
         wrong.push(format!(
             "{label}: dims {:?}, PyTorch {out_dims:?}",
@@ -172,7 +151,7 @@ pub fn check(line: &str) -> Vec<String> {
     for ((j, _), g) in wanted.iter().zip(&grads) {
         let theirs = floats(f[9 + j]);
         let ours = g.as_ref().map_or_else(|| vec![0.0; theirs.len()], vals);
-        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs));
+        wrong.extend(mismatches(label, &format!("grad {j}"), &ours, &theirs, TOL));
     }
     wrong
 }
