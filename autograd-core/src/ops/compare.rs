@@ -99,17 +99,20 @@ pub fn where_cond(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         .and_then(|d| broadcast_shapes(&mask.dims(), &d))
         .map_err(|e| e.context("where_cond"))?;
     let (a, b) = super::broadcast::broadcast_pair(&expand(a, &dims)?, &expand(b, &dims)?)?;
-    // the mask under the operands' shape tree too (Bool: no graph)
-    let m = {
-        let _off = no_grad();
-        let m = expand(mask, &dims)?;
-        if m.shape() == a.shape() {
-            m
-        } else {
-            m.raw_reshape_to("where_cond", a.shape())?
-        }
-    };
+    let m = mask_like("where_cond", mask, &a)?;
     node::where_cond(&m, &a, &b)
+}
+
+/// The Bool `mask` broadcast to `like`'s extents and under its shape tree (no graph: Bool is
+/// not differentiable), for the selecting ops' kernels, which walk both in one order.
+pub(crate) fn mask_like(op: &str, mask: &Tensor, like: &Tensor) -> Result<Tensor> {
+    let _off = no_grad();
+    let m = expand(mask, &like.dims())?;
+    if m.shape() == like.shape() {
+        Ok(m)
+    } else {
+        m.raw_reshape_to(op, like.shape())
+    }
 }
 
 mod node {

@@ -2,9 +2,9 @@
 //! (the lower or upper triangle of the last two axes), each differentiable in its input,
 //! whose cotangent passes where the input was kept and is zero where it was replaced.
 
-use super::broadcast::{broadcast_shapes, expand};
+use super::broadcast::broadcast_shapes;
+use super::compare::mask_like;
 use crate::error::{ensure, Result};
-use crate::graph::grad_mode::no_grad;
 use crate::kernel::element::dispatch;
 use crate::kernel::{read, zip};
 use crate::storage::scalar::{Element, Scalar};
@@ -41,15 +41,7 @@ pub fn masked_fill(a: &Tensor, mask: &Tensor, value: impl Into<Scalar>) -> Resul
         dims
     );
     let value = value.into().cast(a.dtype())?;
-    let m = {
-        let _off = no_grad();
-        let m = expand(mask, &dims)?;
-        if m.shape() == a.shape() {
-            m
-        } else {
-            m.raw_reshape_to("masked_fill", a.shape())?
-        }
-    };
+    let m = mask_like("masked_fill", mask, a)?;
     node::masked_fill(a, &m, value)
 }
 
