@@ -2,6 +2,7 @@
 //! and each tensor's bytes are read on demand a block at a time, so a load holds neither the
 //! whole file nor a staged copy of a tensor in memory.
 
+use std::cell::Cell;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -14,11 +15,21 @@ use super::safetensors::{io_error, Entry, Header};
 const BLOCK: usize = 1 << 20;
 
 /// An open safetensors file whose header has been validated against its length.
-#[derive(Debug)]
 pub(crate) struct Stream {
     file: fs::File,
     path: PathBuf,
     header: Header,
+    /// The block buffer, reused from entry to entry (taken while a read uses it).
+    buf: Cell<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("path", &self.path)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Stream {
@@ -36,6 +47,7 @@ impl Stream {
             file,
             path: path.to_path_buf(),
             header,
+            buf: Cell::new(Vec::new()),
         })
     }
 
@@ -62,8 +74,9 @@ impl Stream {
         };
         let mut file = &self.file;
         file.seek(SeekFrom::Start(start)).map_err(failed)?;
-        // at most BLOCK bytes: fits usize
-        let mut buf = vec![0u8; (end - start).min(BLOCK as u64) as usize];
+        let mut buf = self.buf.take();
+        // at most BLOCK bytes: fits usize; zero-filled only where the buffer grows
+        buf.resize(buf.len().max((end - start).min(BLOCK as u64) as usize), 0);
         let mut at = start;
         while at < end {
             let n = (end - at).min(BLOCK as u64) as usize;
@@ -71,6 +84,7 @@ impl Stream {
             f(&buf[..n])?;
             at += n as u64;
         }
+        self.buf.set(buf);
         Ok(())
     }
 }
