@@ -72,7 +72,10 @@ mod nn;
 pub mod optim;
 pub mod persist;
 
-pub use attention::{causal_attention, flash_causal_attention};
+pub use attention::{
+    attention_with_probabilities, causal_attention, flash_causal_attention,
+    scaled_dot_product_attention, AttentionDropout, AttentionMask, AttentionOptions,
+};
 /// `#[derive(Module)]`: the trait of the same name and this derive are both
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
 pub use autograd_macros::Module;

@@ -17,7 +17,8 @@ use autograd_examples::transformer::{Config, Transformer};
 use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
     add, causal_attention, cross_entropy, flash_causal_attention, matmul, mul, mul_scalar, relu,
-    sum, tanh, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Optimizer, Sgd, SgdConfig,
+    scaled_dot_product_attention, sum, tanh, AdamW, AdamWConfig, AttentionMask, AttentionOptions,
+    CrossEntropyOptions, Linear, Optimizer, Sgd, SgdConfig,
 };
 
 const ALL: &[&str] = &[
@@ -585,7 +586,8 @@ fn w6(quick: bool) -> Result<()> {
 }
 
 /// W8: causal attention over q, k, v [8, 4, 256, 32] leaves, `sum(o * o).backward()`, in the
-/// flash-style and the materialised form, with the bytes each graph holds before backward.
+/// flash-style and the materialised form (W8m), with the bytes each graph holds before
+/// backward; W8k: the flash form with a key-padding mask over the last quarter of the keys.
 fn w8(quick: bool) -> Result<()> {
     let (b, h, t, d) = if quick {
         (2, 2, 64, 32)
@@ -597,14 +599,27 @@ fn w8(quick: bool) -> Result<()> {
         .map(|_| Tensor::randn(shape![b, h, t, d], &mut rng)?.values::<f32>())
         .collect::<Result<_>>()?;
     let mut fields = String::new();
-    for (name, flash) in [("flash", true), ("materialised", false)] {
+    // W8k: the last quarter of the keys is padding for every query, on top of causality
+    let padding = Tensor::from_vec(
+        (0..b * t)
+            .map(|i| i % t >= t - t / 4)
+            .collect::<Vec<bool>>(),
+        shape![b, t],
+    )?;
+    let padded = AttentionOptions::new()
+        .causal(true)
+        .mask(AttentionMask::KeyPadding(padding));
+    for (name, workload) in [("flash", "W8"), ("materialised", "W8m"), ("flash", "W8k")] {
+        let flash = name == "flash";
         let mut bytes = 0;
         let mut once = || -> Result<Duration> {
             let [q, k, v] =
                 [0, 1, 2].map(|i| Tensor::from_vec(leaves[i].clone(), shape![b, h, t, d]));
             let (q, k, v) = (q?, k?, v?);
             let start = Instant::now();
-            let o = if flash {
+            let o = if workload == "W8k" {
+                scaled_dot_product_attention(&q, &k, &v, &padded)?
+            } else if flash {
                 flash_causal_attention(&q, &k, &v, None)?
             } else {
                 causal_attention(&q, &k, &v, None)?.0
@@ -627,20 +642,17 @@ fn w8(quick: bool) -> Result<()> {
             ms(times[times.len() / 2]),
             ms(times[0])
         );
-        if flash {
-            report(
-                "W8",
-                &times,
-                &format!(",\"shape\":[{b},{h},{t},{d}]{fields}"),
-            );
-            fields.clear();
+        let peer = if workload == "W8k" {
+            ",\"torch_peer\":\"W8 sdpa_key_padding\""
         } else {
-            report(
-                "W8m",
-                &times,
-                &format!(",\"shape\":[{b},{h},{t},{d}]{fields}"),
-            );
-        }
+            ""
+        };
+        report(
+            workload,
+            &times,
+            &format!(",\"shape\":[{b},{h},{t},{d}]{fields}{peer}"),
+        );
+        fields.clear();
     }
     Ok(())
 }

@@ -1,24 +1,38 @@
 //! The shape of an attention call: validation of q, k and v, and the sizes every kernel uses.
 
-use autograd_core::{ensure, DType, Result, Tensor};
+use autograd_core::{bail, ensure, DType, Result, Tensor};
 
 use super::tile::BLOCK;
 
-/// `B x H` heads of `T` positions and `D` features, and the score scale.
+/// `B x H` heads of `T_q` queries against `T_k` keys of `D` features, the score scale, and
+/// whether a query sees only the keys up to its own position (PyTorch's `is_causal`: the
+/// top-left triangle, query `i` seeing keys `0..=i`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Dims {
     pub batch: usize,
     pub heads_per_batch: usize,
-    pub t: usize,
+    pub tq: usize,
+    pub tk: usize,
     pub d: usize,
     pub scale: f32,
+    pub causal: bool,
+}
+
+/// The query side or the key side of a head: which rows a per-head buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    /// `T_q` rows: q, the context and their gradients.
+    Query,
+    /// `T_k` rows: k, v and their gradients.
+    Key,
 }
 
 impl Dims {
-    /// Checks `q`, `k` and `v` for `op` and resolves the scale (default `1 / sqrt(D)`): Float32
-    /// (else `Error::Type`), rank 4 and one shape `[B, H, T, D]` with `D >= 1`, and a finite
-    /// scale (else `Error::Value`). Nothing is read or written.
-    pub fn of(op: &str, q: &Tensor, k: &Tensor, v: &Tensor, scale: Option<f32>) -> Result<Dims> {
+    /// Checks `q` (`[B, H, T_q, D]`), `k` and `v` (`[B, H, T_k, D]`) for `op` and resolves the
+    /// scale (default `1 / sqrt(D)`): Float32 (else `Error::Type`), rank 4, one batch, head and
+    /// feature extent and one key length, `D >= 1`, and a finite scale (else `Error::Value`).
+    /// Nothing is read or written.
+    pub fn of(op: &str, [q, k, v]: [&Tensor; 3], scale: Option<f32>, causal: bool) -> Result<Dims> {
         for (name, x) in [("q", q), ("k", k), ("v", v)] {
             ensure!(
                 x.dtype() == &DType::Float32,
@@ -33,16 +47,24 @@ impl Dims {
                 x.shape()
             );
         }
-        let dims = q.dims();
+        let (qd, kd, vd) = (q.dims(), k.dims(), v.dims());
         ensure!(
-            k.dims() == dims && v.dims() == dims,
+            kd == vd,
             Value,
-            "{op}: q, k and v need one shape [B, H, T, D] (causal self-attention), got {}, {} and {}",
-            q.shape(),
+            "{op}: k and v need one shape [B, H, T_k, D], got {} and {}",
             k.shape(),
             v.shape()
         );
-        let d = dims[3];
+        if qd[..2] != kd[..2] || qd[3] != kd[3] {
+            bail!(
+                Value,
+                "{op}: q [B, H, T_q, D] and k, v [B, H, T_k, D] need one B, H and D, got {}, {} and {}",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            );
+        }
+        let d = qd[3];
         ensure!(
             d >= 1,
             Value,
@@ -56,11 +78,13 @@ impl Dims {
             "{op}: scale {scale} is not finite"
         );
         Ok(Dims {
-            batch: dims[0],
-            heads_per_batch: dims[1],
-            t: dims[2],
+            batch: qd[0],
+            heads_per_batch: qd[1],
+            tq: qd[2],
+            tk: kd[2],
             d,
             scale,
+            causal,
         })
     }
 
@@ -71,45 +95,100 @@ impl Dims {
 
     /// Whether there is nothing to compute (some extent is zero).
     pub fn is_empty(&self) -> bool {
-        self.heads() == 0 || self.t == 0
+        self.heads() == 0 || self.tq == 0
     }
 
-    /// Query and key blocks per head.
-    pub fn blocks(&self) -> usize {
-        self.t.div_ceil(BLOCK)
+    /// The rows of `side`: `T_q` or `T_k`.
+    pub fn rows(&self, side: Side) -> usize {
+        match side {
+            Side::Query => self.tq,
+            Side::Key => self.tk,
+        }
     }
 
-    /// `T` rounded up to whole blocks: the row count of the padded per-head buffers.
-    pub fn padded(&self) -> usize {
-        self.blocks() * BLOCK
+    /// Blocks of `side` per head.
+    pub fn blocks(&self, side: Side) -> usize {
+        self.rows(side).div_ceil(BLOCK)
     }
 
-    /// Elements of one head of q, k, v or the context: `T · D`.
-    pub fn head_len(&self) -> usize {
-        self.t * self.d
+    /// The rows of `side` rounded up to whole blocks: the row count of padded per-head buffers.
+    pub fn padded(&self, side: Side) -> usize {
+        self.blocks(side) * BLOCK
     }
 
-    /// Multiply-adds of one pass over every head (`T² · D` per head), for the choice to split
-    /// heads across threads.
+    /// Elements of one head of `side` (`T · D`).
+    pub fn head_len(&self, side: Side) -> usize {
+        self.rows(side) * self.d
+    }
+
+    /// The key blocks query block `i` visits: up to its own under the causal mask (and no
+    /// further than the last), else all.
+    pub fn key_blocks(&self, i: usize) -> std::ops::Range<usize> {
+        let all = self.blocks(Side::Key);
+        if self.causal {
+            0..(i + 1).min(all)
+        } else {
+            0..all
+        }
+    }
+
+    /// The query blocks that visit key block `j` (the transpose of [`Dims::key_blocks`]).
+    pub fn query_blocks(&self, j: usize) -> std::ops::Range<usize> {
+        let all = self.blocks(Side::Query);
+        if self.causal {
+            j.min(all)..all
+        } else {
+            0..all
+        }
+    }
+
+    /// Whether tile `(i, j)` straddles the causal diagonal (only its lower triangle is seen).
+    pub fn diagonal(&self, i: usize, j: usize) -> bool {
+        self.causal && i == j
+    }
+
+    /// The leading columns of row `r` of tile `(i, j)` that are real keys the query may see:
+    /// the causal mask and the padding past `T_k` both cut a row's tail.
+    pub fn visible(&self, i: usize, j: usize, r: usize) -> usize {
+        let cap = BLOCK.min(self.tk - j * BLOCK);
+        if self.causal {
+            let row = i * BLOCK + r;
+            if j * BLOCK > row {
+                0
+            } else {
+                cap.min(row - j * BLOCK + 1)
+            }
+        } else {
+            cap
+        }
+    }
+
+    /// Multiply-adds of one pass over every head (`T_q · T_k · D` per head), for the choice to
+    /// split heads across threads.
     pub fn work(&self) -> usize {
         self.heads()
-            .saturating_mul(self.t)
-            .saturating_mul(self.t)
+            .saturating_mul(self.tq)
+            .saturating_mul(self.tk)
             .saturating_mul(self.d)
     }
 
-    /// `[B, H, T, D]`.
+    /// `[B, H, T_q, D]`.
     pub fn context_dims(&self) -> [usize; 4] {
-        [self.batch, self.heads_per_batch, self.t, self.d]
+        [self.batch, self.heads_per_batch, self.tq, self.d]
     }
 
-    /// `[B, H, T]`, the per-row statistics.
+    /// `[B, H, T_k, D]`.
+    pub fn key_dims(&self) -> [usize; 4] {
+        [self.batch, self.heads_per_batch, self.tk, self.d]
+    }
+
+    /// `[B, H, T_q]`, the per-row statistics.
     pub fn row_dims(&self) -> [usize; 3] {
-        [self.batch, self.heads_per_batch, self.t]
+        [self.batch, self.heads_per_batch, self.tq]
     }
 
-    /// `[B, H, T, T]`, the probabilities.
+    /// `[B, H, T_q, T_k]`, the probabilities.
     pub fn probability_dims(&self) -> [usize; 4] {
-        [self.batch, self.heads_per_batch, self.t, self.t]
+        [self.batch, self.heads_per_batch, self.tq, self.tk]
     }
 }

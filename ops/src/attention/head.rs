@@ -7,57 +7,66 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
 
-use super::geometry::Dims;
+use super::geometry::{Dims, Side};
 use super::tile::BLOCK;
 
-/// The gradients of one head's q, k and v (`T x D` each, row-major), and which are wanted.
+/// The gradients of one head's q (`T_q x D`), k and v (`T_k x D`), row-major, the scores'
+/// gradient (`T_q x T_k`) when the mask's is wanted, and which are wanted.
 #[derive(Debug)]
 pub(super) struct HeadGrads<'a> {
     pub dq: &'a mut [f32],
     pub dk: &'a mut [f32],
     pub dv: &'a mut [f32],
+    pub ds: Option<&'a mut [f32]>,
     pub want: Want,
 }
 
-/// Which of q, k and v need a gradient.
+/// Which of q, k, v and an additive mask need a gradient (four independent flags).
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Want {
     pub q: bool,
     pub k: bool,
     pub v: bool,
+    pub mask: bool,
 }
 
-/// Per-thread buffers of one head, padded to `T_p = blocks · BLOCK` rows (padding rows are
-/// zero, so padded queries and keys contribute nothing that is kept).
+/// Per-thread buffers of one head, padded to whole blocks of rows (`T_qp` query rows, `T_kp`
+/// key rows; padding rows are zero, and the kernels cut padded keys from every row).
 #[derive(Debug)]
 pub(super) struct Scratch {
-    /// `T_p x D`: the queries times the scale.
+    /// `T_qp x D`: the queries times the scale.
     pub q: Vec<f32>,
-    /// `T_p x D`: the keys.
+    /// `T_kp x D`: the keys.
     pub k: Vec<f32>,
-    /// `D x T_p`: the keys transposed (score tiles read key columns as rows).
+    /// `D x T_kp`: the keys transposed (score tiles read key columns as rows).
     pub kt: Vec<f32>,
-    /// `T_p x D`: the values.
+    /// `T_kp x D`: the values.
     pub v: Vec<f32>,
-    /// `D x T_p`: the values transposed.
+    /// `D x T_kp`: the values transposed.
     pub vt: Vec<f32>,
-    /// `T_p x D`: the cotangent of the context.
+    /// `T_qp x D`: the cotangent of the context.
     pub go: Vec<f32>,
-    /// `T_p x D` accumulators: the context, or the gradients of q, k and v.
+    /// Accumulators: the context (`T_qp x D`), or the gradients of q (`T_qp x D`), k and v
+    /// (`T_kp x D`).
     pub acc_q: Vec<f32>,
     pub acc_k: Vec<f32>,
     pub acc_v: Vec<f32>,
-    /// `T_p` row statistics (logsumexp, delta).
+    /// `T_qp` row statistics (logsumexp, delta).
     pub lse: Vec<f32>,
     pub delta: Vec<f32>,
-    /// `BLOCK x T_p` rows of probabilities and of their cotangents (materialised form).
+    /// `BLOCK x T_kp` rows of probabilities and of their cotangents (materialised form), and
+    /// the probabilities after dropout.
     pub panel: Vec<f32>,
     pub dpanel: Vec<f32>,
+    pub zpanel: Vec<f32>,
     /// One head of an input on its way to a transposed buffer.
     pub tmp: Vec<f32>,
     /// `BLOCK x BLOCK` tiles.
     pub s: Box<[f32; BLOCK * BLOCK]>,
     pub ds: Box<[f32; BLOCK * BLOCK]>,
+    /// A probability tile after dropout.
+    pub pz: Box<[f32; BLOCK * BLOCK]>,
 }
 
 impl Default for Scratch {
@@ -76,9 +85,11 @@ impl Default for Scratch {
             delta: Vec::new(),
             panel: Vec::new(),
             dpanel: Vec::new(),
+            zpanel: Vec::new(),
             tmp: Vec::new(),
             s: Box::new([0.0; BLOCK * BLOCK]),
             ds: Box::new([0.0; BLOCK * BLOCK]),
+            pz: Box::new([0.0; BLOCK * BLOCK]),
         }
     }
 }
@@ -131,16 +142,17 @@ impl<'a> Input<'a> {
     }
 }
 
-/// `dst` (`T_p x D`) = `factor ·` head `head` of `src` (`T x D`), with zero padding rows.
+/// `dst` (`T_p x D`) = `factor ·` head `head` of `src` (`T x D`, rows of `side`), with zero
+/// padding rows.
 pub(super) fn pack_rows(
     dst: &mut Vec<f32>,
     src: &Input<'_>,
-    head: usize,
+    (head, side): (usize, Side),
     g: &Dims,
     factor: f32,
 ) -> Result<()> {
-    let n = g.head_len();
-    zeroed(dst, g.padded() * g.d)?;
+    let n = g.head_len(side);
+    zeroed(dst, g.padded(side) * g.d)?;
     src.copy_out(head * n, &mut dst[..n])?;
     if factor != 1.0 {
         for x in &mut dst[..n] {
@@ -150,8 +162,8 @@ pub(super) fn pack_rows(
     Ok(())
 }
 
-/// `dst` (`D x T_p`) = head `head` of `src` (`T x D`) transposed, with zero padding columns;
-/// `tmp` holds the head on the way.
+/// `dst` (`D x T_kp`) = head `head` of `src` (`T_k x D`) transposed, with zero padding
+/// columns; `tmp` holds the head on the way.
 pub(super) fn pack_transposed(
     dst: &mut Vec<f32>,
     tmp: &mut Vec<f32>,
@@ -159,7 +171,7 @@ pub(super) fn pack_transposed(
     head: usize,
     g: &Dims,
 ) -> Result<()> {
-    let (n, tp, d) = (g.head_len(), g.padded(), g.d);
+    let (n, tp, d) = (g.head_len(Side::Key), g.padded(Side::Key), g.d);
     zeroed(tmp, n)?;
     src.copy_out(head * n, tmp)?;
     zeroed(dst, d * tp)?;
@@ -178,9 +190,9 @@ pub(super) fn pack_forward(
     head: usize,
     g: &Dims,
 ) -> Result<()> {
-    pack_rows(&mut s.q, q, head, g, g.scale)?;
+    pack_rows(&mut s.q, q, (head, Side::Query), g, g.scale)?;
     pack_transposed(&mut s.kt, &mut s.tmp, k, head, g)?;
-    pack_rows(&mut s.v, v, head, g, 1.0)
+    pack_rows(&mut s.v, v, (head, Side::Key), g, 1.0)
 }
 
 /// `buf` as `len` zeros (`Error::Value` when they cannot be allocated: `len` comes from the
@@ -200,12 +212,13 @@ pub(super) fn rezero(buf: &mut Vec<f32>, len: usize) {
 }
 
 impl Scratch {
-    /// Room for what the kernels zero for one head: `T_p x D` accumulators, `T_p` row
-    /// statistics and `BLOCK x T_p` panels. Their sizes come from the input's extents, so they
+    /// Room for what the kernels zero for one head: `T_p x D` accumulators, `T_qp` row
+    /// statistics and `BLOCK x T_kp` panels. Their sizes come from the input's extents, so they
     /// are taken here, where an unallocatable size is still an `Error::Value`.
     pub(super) fn reserve_accumulators(&mut self, g: &Dims) -> Result<()> {
-        let rows = g.padded().saturating_mul(g.d);
-        let panel = BLOCK.saturating_mul(g.padded());
+        let (qp, kp) = (g.padded(Side::Query), g.padded(Side::Key));
+        let rows = qp.max(kp).saturating_mul(g.d);
+        let panel = BLOCK.saturating_mul(kp);
         let room = |buf: &mut Vec<f32>, n: usize| -> Result<()> {
             if buf.capacity() < n {
                 *buf = autograd_core::kernel::alloc::with_capacity(n)?;
@@ -215,9 +228,10 @@ impl Scratch {
         room(&mut self.acc_q, rows)?;
         room(&mut self.acc_k, rows)?;
         room(&mut self.acc_v, rows)?;
-        room(&mut self.delta, g.padded())?;
+        room(&mut self.delta, qp)?;
         room(&mut self.panel, panel)?;
-        room(&mut self.dpanel, panel)
+        room(&mut self.dpanel, panel)?;
+        room(&mut self.zpanel, panel)
     }
 }
 
@@ -242,14 +256,15 @@ pub(super) fn results2(
     }
 }
 
-/// [`results2`] for three results of extents `dims`.
+/// [`results2`] for three results, of extents `first` and `rest` (twice).
 pub(super) fn results3(
     like: &Tensor,
-    dims: &[usize],
+    [first, rest]: [&[usize]; 2],
     f: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>,
 ) -> Result<(Tensor, Tensor, Tensor)> {
+    let dims = rest;
     let mut rest = None;
-    let first = kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(dims)?), |x| {
+    let first = kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(first)?), |x| {
         rest = Some(results2(like, dims, dims, |y, z| f(x, y, z))?);
         Ok(())
     })?;
@@ -284,6 +299,7 @@ impl Scratch {
             &self.delta,
             &self.panel,
             &self.dpanel,
+            &self.zpanel,
             &self.tmp,
         ]
         .iter()

@@ -6,24 +6,59 @@
 use autograd_core::kernel::Madd;
 use autograd_core::{differentiable, simd, Result, Tensor};
 
-use super::geometry::Dims;
+use super::geometry::{Dims, Side};
 use super::head::{
     for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, HeadGrads,
     Input, Scratch, Want,
 };
+use super::options::AttentionOptions;
+use super::rule::{Rule, Spec};
+use super::self_attention;
 use super::tile::{self, Coef, Tri, BLOCK};
 
-/// Causal scaled-dot-product attention over `[B, H, T, D]` (Float32), keeping the
+/// Scaled-dot-product attention keeping the probabilities: returns `(context, probabilities)`
+/// where `probabilities = softmax(scale · q kᵀ + mask)` is `[B, H, T_q, T_k]` (before
+/// dropout) and `context = dropout(probabilities) · v` is `[B, H, T_q, D]`, for q
+/// `[B, H, T_q, D]` and k, v `[B, H, T_k, D]` (Float32), with the [`AttentionOptions`] of
+/// [`scaled_dot_product_attention`](super::scaled_dot_product_attention) (same dropout mask
+/// for the same options).
+///
+/// Both results are differentiable: a gradient reaching the probabilities (an attention-map
+/// penalty, say) flows back to q, k and an additive mask. The graph keeps the probabilities,
+/// `B·H·T_q·T_k` floats. Errors as `scaled_dot_product_attention`.
+///
+/// ```
+/// use autograd_core::{shape, Tensor};
+/// use autograd_ops::{attention_with_probabilities, AttentionMask, AttentionOptions};
+/// let q = Tensor::from_vec(vec![0.0f32; 8], shape![1, 1, 2, 4])?;
+/// let kv = Tensor::from_vec(vec![1.0f32; 12], shape![1, 1, 3, 4])?;
+/// // the first query may see the first two keys, the second only the last
+/// let m = Tensor::from_vec(vec![true, true, false, false, false, true], shape![2, 3])?;
+/// let options = AttentionOptions::new().mask(AttentionMask::Attend(m));
+/// let (_, p) = attention_with_probabilities(&q, &kv, &kv, &options)?;
+/// assert_eq!(p.values::<f32>()?, [0.5, 0.5, 0.0, 0.0, 0.0, 1.0]);
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
+pub fn attention_with_probabilities(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    options: &AttentionOptions,
+) -> Result<(Tensor, Tensor)> {
+    let (spec, mask) = Spec::of("attention_with_probabilities", options);
+    materialised(q, k, v, mask, spec)
+}
+
+/// Causal scaled-dot-product self-attention over `[B, H, T, D]` (Float32), keeping the
 /// probabilities: returns `(context, probabilities)` where
 /// `probabilities = softmax(scale · q kᵀ + causal mask)` is `[B, H, T, T]` with zeros above the
 /// diagonal and `context = probabilities · v` is `[B, H, T, D]`; `scale` defaults to
 /// `1 / sqrt(D)`.
 ///
-/// Both results are differentiable: a gradient reaching the probabilities (an attention-map
-/// penalty, say) flows back to q and k. The graph keeps the probabilities, `B·H·T²` floats;
-/// [`flash_causal_attention`](super::flash_causal_attention) keeps `O(B·H·T)` instead. q, k and
-/// v must share one shape (`Error::Value`) and be Float32 (`Error::Type`); they may be strided
-/// views. Heads run in parallel on the kernel threads above a size threshold.
+/// [`attention_with_probabilities`] with `causal` set, for q, k and v of one shape
+/// (`Error::Value` otherwise; `Error::Type` for a dtype other than Float32); they may be
+/// strided views. [`flash_causal_attention`](super::flash_causal_attention) keeps `O(B·H·T)`
+/// instead of the probabilities.
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};
@@ -36,40 +71,66 @@ use super::tile::{self, Coef, Tri, BLOCK};
 /// assert!((p[3] + p[4] - 1.0).abs() < 1e-6 && p[5] == 0.0);
 /// # Ok::<(), autograd_core::Error>(())
 /// ```
-#[differentiable]
 pub fn causal_attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     scale: Option<f32>,
 ) -> Result<(Tensor, Tensor)> {
-    // With S = scale q kᵀ (masked), P = softmax(S) row by row and O = P v, for cotangents
-    // gO (of O) and gP (of P), either possibly absent:
-    //   dv = Pᵀ gO,  dP = gO vᵀ + gP,  dS = P ∘ (dP - rowsum(P ∘ dP)),
-    //   dq = scale dS k,  dk = scale dSᵀ q.
-    // Masked entries have P = 0, so their dS is 0 whatever gP holds there.
+    let op = "causal_attention";
+    self_attention(op, [q, k, v])?;
+    let options = AttentionOptions {
+        causal: true,
+        scale,
+        ..AttentionOptions::default()
+    };
+    let (spec, _) = Spec::of(op, &options);
+    materialised(q, k, v, None, spec)
+}
+
+#[differentiable]
+fn materialised(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    spec: Spec,
+) -> Result<(Tensor, Tensor)> {
+    // With S = scale q kᵀ + mask, P = softmax(S) row by row, Z the dropout's factors and
+    // O = (P ∘ Z) v, for cotangents gO (of O) and gP (of P), either possibly absent:
+    //   dv = (P ∘ Z)ᵀ gO,  dP = (gO vᵀ) ∘ Z + gP,  dS = P ∘ (dP - rowsum(P ∘ dP)),
+    //   dq = scale dS k,  dk = scale dSᵀ q,  dmask = dS summed to the mask's shape.
+    // Removed entries have P = 0, so their dS is 0 whatever gP holds there.
+    #[allow(clippy::type_complexity)]
     fn vjp(
         g: (Option<&Tensor>, Option<&Tensor>),
         q: &Tensor,
         k: &Tensor,
         v: &Tensor,
-        scale: Option<f32>,
+        mask: Option<&Tensor>,
+        spec: Spec,
         output: (&Tensor, &Tensor),
         needs: &NeedsGrad,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    ) -> Result<(
+        Option<Tensor>,
+        Option<Tensor>,
+        Option<Tensor>,
+        Option<Tensor>,
+    )> {
         let want = Want {
             q: needs.input(0),
             k: needs.input(1),
             v: needs.input(2),
+            mask: mask.is_some() && needs.input(3),
         };
-        backward([q, k, v], output.1, g, scale, want)
+        backward([q, k, v], mask, output.1, g, spec, want)
     }
-    let dims = Dims::of("causal_attention", q, k, v, scale)?;
-    forward(q, k, v, &dims)
+    let (dims, rule) = spec.resolve([q, k, v], mask)?;
+    forward([q, k, v], &dims, &rule)
 }
 
 /// The context and the probabilities of every head.
-fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tensor)> {
+fn forward([q, k, v]: [&Tensor; 3], g: &Dims, rule: &Rule) -> Result<(Tensor, Tensor)> {
     let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
     results2(
         q.tensor(),
@@ -80,202 +141,349 @@ fn forward(q: &Tensor, k: &Tensor, v: &Tensor, g: &Dims) -> Result<(Tensor, Tens
                 return Ok(());
             }
             let items: Vec<_> = o
-                .chunks_mut(g.head_len())
-                .zip(p.chunks_mut(g.t * g.t))
+                .chunks_mut(g.head_len(Side::Query))
+                .zip(p.chunks_mut(g.tq * g.tk.max(1)))
                 .enumerate()
                 .collect();
             for_each_head(g, items, |(b, (o, p)), s| {
                 s.reserve_accumulators(g)?;
                 pack_forward(s, [&q, &k, &v], b, g)?;
-                forward_head(g, o, p, s);
+                forward_head(g, (rule, b), o, p, s);
                 Ok(())
             })
         },
     )
 }
 
-/// The wanted gradients of q, k and v from the probabilities and the cotangents of the
-/// context and of the probabilities.
+/// The wanted gradients of q, k, v and the mask from the probabilities and the cotangents of
+/// the context and of the probabilities.
+#[allow(clippy::type_complexity)]
 fn backward(
     [q, k, v]: [&Tensor; 3],
+    mask: Option<&Tensor>,
     p: &Tensor,
     (go, gp): (Option<&Tensor>, Option<&Tensor>),
-    scale: Option<f32>,
+    spec: Spec,
     want: Want,
-) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-    if !(want.q || want.k || want.v) {
-        return Ok((None, None, None));
+) -> Result<(
+    Option<Tensor>,
+    Option<Tensor>,
+    Option<Tensor>,
+    Option<Tensor>,
+)> {
+    if !(want.q || want.k || want.v || want.mask) {
+        return Ok((None, None, None, None));
     }
-    let g = Dims::of("causal_attention", q, k, v, scale)?;
+    let (g, rule) = spec.resolve([q, k, v], mask)?;
     let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
     let p = Input::new(p)?;
     let go = go.map(Input::new).transpose()?;
     let gp = gp.map(Input::new).transpose()?;
-    let (dq, dk, dv) = results3(q.tensor(), &g.context_dims(), |dq, dk, dv| {
-        if g.is_empty() {
-            return Ok(());
-        }
-        let n = g.head_len();
-        let items: Vec<_> = dq
-            .chunks_mut(n)
-            .zip(dk.chunks_mut(n))
-            .zip(dv.chunks_mut(n))
-            .enumerate()
-            .collect();
-        for_each_head(&g, items, |(b, ((dq, dk), dv)), s| {
-            s.reserve_accumulators(&g)?;
-            pack_rows(&mut s.q, &q, b, &g, g.scale)?;
-            pack_rows(&mut s.k, &k, b, &g, 1.0)?;
-            if let Some(go) = &go {
-                pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
-                pack_rows(&mut s.go, go, b, &g, 1.0)?;
+    let mut dmask = if want.mask {
+        autograd_core::kernel::alloc::filled(g.heads() * g.tq * g.tk, 0.0f32)?
+    } else {
+        Vec::new()
+    };
+    let (dq, dk, dv) = results3(
+        q.tensor(),
+        [&g.context_dims(), &g.key_dims()],
+        |dq, dk, dv| {
+            if g.is_empty() {
+                dk.fill(0.0);
+                dv.fill(0.0);
+                return Ok(());
             }
-            let cot = Cotangents {
-                head: b,
-                p: &p,
-                go: go.is_some(),
-                gp: gp.as_ref(),
+            let (nq, nk) = (g.head_len(Side::Query), g.head_len(Side::Key));
+            let mut ds_chunks: Vec<Option<&mut [f32]>> = if want.mask {
+                dmask.chunks_mut(g.tq * g.tk).map(Some).collect()
+            } else {
+                (0..g.heads()).map(|_| None).collect()
             };
-            backward_head(&g, cot, HeadGrads { dq, dk, dv, want }, s)
-        })
-    })?;
+            let items: Vec<_> = dq
+                .chunks_mut(nq)
+                .zip(dk.chunks_mut(nk))
+                .zip(dv.chunks_mut(nk))
+                .zip(ds_chunks.drain(..))
+                .enumerate()
+                .collect();
+            for_each_head(&g, items, |(b, (((dq, dk), dv), ds)), s| {
+                s.reserve_accumulators(&g)?;
+                pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
+                pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
+                if let Some(go) = &go {
+                    pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
+                    pack_rows(&mut s.go, go, (b, Side::Query), &g, 1.0)?;
+                }
+                let cot = Cotangents {
+                    rule: &rule,
+                    head: b,
+                    p: &p,
+                    go: go.is_some(),
+                    gp: gp.as_ref(),
+                };
+                let grads = HeadGrads {
+                    dq,
+                    dk,
+                    dv,
+                    ds,
+                    want,
+                };
+                backward_head(&g, cot, grads, s)
+            })
+        },
+    )?;
+    let dmask = match (want.mask, &rule.bias, mask) {
+        (true, Some(bias), Some(mask)) => Some(bias.gradient(dmask, &g, mask)?),
+        _ => None,
+    };
     Ok((
         want.q.then_some(dq),
         want.k.then_some(dk),
         want.v.then_some(dv),
+        dmask,
     ))
 }
 
-/// One head's probabilities and the cotangents that reached the probabilities (read row by
-/// row) and the context (packed in the scratch when present).
+/// One head's rule and probabilities and the cotangents that reached the probabilities (read
+/// row by row) and the context (packed in the scratch when present).
 #[derive(Debug, Clone, Copy)]
 struct Cotangents<'a> {
+    rule: &'a Rule,
     head: usize,
     p: &'a Input<'a>,
     go: bool,
     gp: Option<&'a Input<'a>>,
 }
 
-simd!(fn forward_head(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
+simd!(fn forward_head(g: &Dims, head: (&Rule, usize), o: &mut [f32], p: &mut [f32], s: &mut Scratch) => forward_kernel);
 simd!(fn backward_head(g: &Dims, cot: Cotangents<'_>, grads: HeadGrads<'_>, s: &mut Scratch) -> Result<()> => backward_kernel);
 
+/// The keys query `row` sees before any mask: up to itself when causal, else all.
+fn visible_keys(g: &Dims, row: usize) -> usize {
+    if g.causal {
+        (row + 1).min(g.tk)
+    } else {
+        g.tk
+    }
+}
+
+/// `zpanel = panel ∘ Z` over the first `rows` rows and `cols` columns of query block `i`.
+fn drop_panel(
+    cot: (&Rule, usize),
+    g: &Dims,
+    i: usize,
+    (rows, cols): (usize, usize),
+    s: &mut Scratch,
+) {
+    let (rule, head) = cot;
+    let kp = g.padded(Side::Key);
+    if let Some(z) = rule.dropout {
+        s.zpanel.fill(0.0);
+        for r in 0..rows {
+            let at = r * kp;
+            for c in 0..cols {
+                let p = s.panel[at + c];
+                if p != 0.0 {
+                    s.zpanel[at + c] = p * z.factor(head, i * BLOCK + r, c);
+                }
+            }
+        }
+    }
+}
+
 /// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, its scores
-/// against every visible key block in a `BLOCK x T_p` panel, an exact softmax per row, then the
-/// context rows `P v`.
+/// against every key block it sees in a `BLOCK x T_kp` panel, an exact softmax per row (a row
+/// that sees no key is all zeros), then the context rows `(P ∘ Z) v`.
 #[inline(always)]
-fn forward_kernel<M: Madd>(g: &Dims, o: &mut [f32], p: &mut [f32], s: &mut Scratch) {
-    let (t, d, tp) = (g.t, g.d, g.padded());
-    rezero(&mut s.panel, BLOCK * tp);
+fn forward_kernel<M: Madd>(
+    g: &Dims,
+    (rule, head): (&Rule, usize),
+    o: &mut [f32],
+    p: &mut [f32],
+    s: &mut Scratch,
+) {
+    let (tq, tk, d, kp) = (g.tq, g.tk, g.d, g.padded(Side::Key));
+    rezero(&mut s.panel, BLOCK * kp);
+    rezero(&mut s.zpanel, BLOCK * kp);
     rezero(&mut s.acc_q, BLOCK * d);
-    for i in 0..g.blocks() {
-        let cols = (i + 1) * BLOCK;
+    for i in 0..g.blocks(Side::Query) {
+        let rows = BLOCK.min(tq - i * BLOCK);
+        let keys = g.key_blocks(i);
+        let cols = keys.end * BLOCK;
         let qi = &s.q[i * BLOCK * d..(i + 1) * BLOCK * d];
-        for j in 0..=i {
-            tile::scores::<M>(qi, &s.kt[j * BLOCK..], tp, d, j == i, &mut s.s);
+        for j in keys {
+            tile::scores::<M>(qi, &s.kt[j * BLOCK..], kp, d, g.diagonal(i, j), &mut s.s);
             for (r, row) in s.s.chunks_exact(BLOCK).enumerate() {
-                let at = r * tp + j * BLOCK;
+                let at = r * kp + j * BLOCK;
                 s.panel[at..at + BLOCK].copy_from_slice(row);
             }
         }
         for r in 0..BLOCK {
-            let visible = i * BLOCK + r + 1;
-            let row = &mut s.panel[r * tp..r * tp + cols];
-            let mx = tile::max(&row[..visible]);
-            for x in &mut row[..visible] {
-                *x = tile::exp::<M>(*x - mx);
+            let row = &mut s.panel[r * kp..r * kp + cols];
+            if r >= rows {
+                row.fill(0.0);
+                continue;
             }
-            let inv = 1.0 / tile::sum(&row[..visible]);
-            for x in &mut row[..visible] {
+            let visible = visible_keys(g, i * BLOCK + r);
+            let seen = &mut row[..visible];
+            let bias = rule.bias.as_ref().map(|b| b.row(head, i * BLOCK + r));
+            if let Some(bias) = bias {
+                for (x, b) in seen.iter_mut().zip(bias) {
+                    *x += b;
+                }
+            }
+            let mx = tile::max(seen);
+            if mx == f32::NEG_INFINITY {
+                row.fill(0.0);
+                continue;
+            }
+            if bias.is_some() {
+                tile::exp_shifted_masked::<M>(seen, mx);
+            } else {
+                tile::exp_shifted::<M>(seen, mx);
+            }
+            let inv = 1.0 / tile::sum(seen);
+            for x in seen.iter_mut() {
                 *x *= inv;
             }
             row[visible..].fill(0.0);
         }
+        for r in 0..rows {
+            let gr = i * BLOCK + r;
+            let seen = cols.min(tk);
+            p[gr * tk..gr * tk + seen].copy_from_slice(&s.panel[r * kp..r * kp + seen]);
+            // the keys past the causal limit (the result buffer is not zeroed)
+            p[gr * tk + seen..(gr + 1) * tk].fill(0.0);
+        }
+        drop_panel((rule, head), g, i, (rows, cols.min(tk)), s);
         s.acc_q.fill(0.0);
         let coef = Coef {
-            data: &s.panel[..],
-            row: tp,
+            data: if rule.dropout.is_some() {
+                &s.zpanel[..]
+            } else {
+                &s.panel[..]
+            },
+            row: kp,
             col: 1,
         };
-        let tri = Tri::Lower(i * BLOCK);
+        let tri = if g.causal {
+            Tri::Lower(i * BLOCK)
+        } else {
+            Tri::Full
+        };
         tile::accumulate::<M>(&mut s.acc_q, coef, &s.v[..cols * d], (cols, tri), d);
-        for r in 0..BLOCK.min(t - i * BLOCK) {
+        for r in 0..rows {
             let gr = i * BLOCK + r;
             o[gr * d..(gr + 1) * d].copy_from_slice(&s.acc_q[r * d..(r + 1) * d]);
-            p[gr * t..=gr * t + gr].copy_from_slice(&s.panel[r * tp..=r * tp + gr]);
-            // the keys after the query: masked out (the result buffer is not zeroed)
-            p[gr * t + gr + 1..(gr + 1) * t].fill(0.0);
         }
     }
 }
 
 /// One head backward, one query block at a time: the block's probability rows and their
-/// cotangents `dP = gO vᵀ + gP` in `BLOCK x T_p` panels, `dS = P ∘ (dP - rowsum(P ∘ dP))`, then
-/// the contributions to dv, dk (visible key blocks) and dq (this query block).
+/// cotangents `dP = (gO vᵀ) ∘ Z + gP` in `BLOCK x T_kp` panels, `dS = P ∘ (dP - rowsum(P ∘
+/// dP))`, then the contributions to dv, dk (key blocks seen), dq (this query block) and the
+/// mask.
 #[inline(always)]
 fn backward_kernel<M: Madd>(
     g: &Dims,
     cot: Cotangents<'_>,
-    HeadGrads { dq, dk, dv, want }: HeadGrads<'_>,
+    HeadGrads {
+        dq,
+        dk,
+        dv,
+        mut ds,
+        want,
+    }: HeadGrads<'_>,
     s: &mut Scratch,
 ) -> Result<()> {
-    let (t, d, tp) = (g.t, g.d, g.padded());
-    rezero(&mut s.panel, BLOCK * tp);
-    rezero(&mut s.dpanel, BLOCK * tp);
-    rezero(&mut s.acc_q, tp * d);
-    rezero(&mut s.acc_k, tp * d);
-    rezero(&mut s.acc_v, tp * d);
-    for i in 0..g.blocks() {
-        let cols = (i + 1) * BLOCK;
+    let (tq, tk, d) = (g.tq, g.tk, g.d);
+    let (qp, kp) = (g.padded(Side::Query), g.padded(Side::Key));
+    rezero(&mut s.panel, BLOCK * kp);
+    rezero(&mut s.dpanel, BLOCK * kp);
+    rezero(&mut s.zpanel, BLOCK * kp);
+    rezero(&mut s.acc_q, qp * d);
+    rezero(&mut s.acc_k, kp * d);
+    rezero(&mut s.acc_v, kp * d);
+    for i in 0..g.blocks(Side::Query) {
+        let keys = g.key_blocks(i);
+        let cols = keys.end * BLOCK;
         let qi = i * BLOCK * d..(i + 1) * BLOCK * d;
-        let rows = BLOCK.min(t - i * BLOCK);
-        let seen = cols.min(t);
+        let rows = BLOCK.min(tq - i * BLOCK);
+        let seen = cols.min(tk);
         s.panel.fill(0.0);
         s.dpanel.fill(0.0);
         for r in 0..rows {
-            let from = (cot.head * t + i * BLOCK + r) * t;
-            cot.p.copy_out(from, &mut s.panel[r * tp..r * tp + seen])?;
+            let from = (cot.head * tq + i * BLOCK + r) * tk;
+            cot.p.copy_out(from, &mut s.panel[r * kp..r * kp + seen])?;
             if let Some(gp) = cot.gp {
-                gp.copy_out(from, &mut s.dpanel[r * tp..r * tp + seen])?;
+                gp.copy_out(from, &mut s.dpanel[r * kp..r * kp + seen])?;
             }
         }
         if cot.go {
-            // dP += gO_i v_jᵀ
-            for j in 0..=i {
+            // dP += (gO_i v_jᵀ) ∘ Z
+            for j in keys.clone() {
                 tile::scores::<M>(
                     &s.go[qi.clone()],
                     &s.vt[j * BLOCK..],
-                    tp,
+                    kp,
                     d,
-                    j == i,
+                    g.diagonal(i, j),
                     &mut s.s,
                 );
-                for (r, row) in s.s.chunks_exact(BLOCK).enumerate() {
-                    let at = r * tp + j * BLOCK;
-                    for (x, &y) in s.dpanel[at..at + BLOCK].iter_mut().zip(row) {
-                        *x += y;
+                for (r, row) in s.s.chunks_exact(BLOCK).enumerate().take(rows) {
+                    let at = r * kp + j * BLOCK;
+                    let n = BLOCK.min(tk - j * BLOCK);
+                    let dp = &mut s.dpanel[at..at + n];
+                    match cot.rule.dropout {
+                        Some(z) => {
+                            for (c, (x, &y)) in dp.iter_mut().zip(row).enumerate() {
+                                *x += y * z.factor(cot.head, i * BLOCK + r, j * BLOCK + c);
+                            }
+                        }
+                        None => {
+                            for (x, &y) in dp.iter_mut().zip(row) {
+                                *x += y;
+                            }
+                        }
                     }
                 }
             }
         }
         for r in 0..BLOCK {
             let (p, dp) = (
-                &s.panel[r * tp..r * tp + cols],
-                &mut s.dpanel[r * tp..r * tp + cols],
+                &s.panel[r * kp..r * kp + cols],
+                &mut s.dpanel[r * kp..r * kp + cols],
             );
             let delta = tile::dot::<M>(p, dp);
             for (x, &p) in dp.iter_mut().zip(p) {
                 *x = p * (*x - delta);
             }
         }
-        for j in 0..=i {
+        if let Some(out) = ds.as_deref_mut() {
+            for r in 0..rows {
+                let at = (i * BLOCK + r) * tk;
+                out[at..at + seen].copy_from_slice(&s.dpanel[r * kp..r * kp + seen]);
+            }
+        }
+        drop_panel((cot.rule, cot.head), g, i, (rows, seen), s);
+        let pz = if cot.rule.dropout.is_some() {
+            &s.zpanel
+        } else {
+            &s.panel
+        };
+        for j in keys {
             let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
-            let tri = if j == i { Tri::Upper } else { Tri::Full };
+            let tri = if g.diagonal(i, j) {
+                Tri::Upper
+            } else {
+                Tri::Full
+            };
             if want.v && cot.go {
-                // dv_j += P_ijᵀ gO_i
+                // dv_j += (P ∘ Z)_ijᵀ gO_i
                 let p_t = Coef {
-                    data: &s.panel[j * BLOCK..],
+                    data: &pz[j * BLOCK..],
                     row: 1,
-                    col: tp,
+                    col: kp,
                 };
                 tile::accumulate::<M>(
                     &mut s.acc_v[kj.clone()],
@@ -290,7 +498,7 @@ fn backward_kernel<M: Madd>(
                 let ds_t = Coef {
                     data: &s.dpanel[j * BLOCK..],
                     row: 1,
-                    col: tp,
+                    col: kp,
                 };
                 tile::accumulate::<M>(&mut s.acc_k[kj], ds_t, &s.q[qi.clone()], (BLOCK, tri), d);
             }
@@ -299,23 +507,21 @@ fn backward_kernel<M: Madd>(
             // dq_i += dS_i k (times scale below)
             let ds = Coef {
                 data: &s.dpanel[..],
-                row: tp,
+                row: kp,
                 col: 1,
             };
-            tile::accumulate::<M>(
-                &mut s.acc_q[qi],
-                ds,
-                &s.k[..cols * d],
-                (cols, Tri::Lower(i * BLOCK)),
-                d,
-            );
+            let tri = if g.causal {
+                Tri::Lower(i * BLOCK)
+            } else {
+                Tri::Full
+            };
+            tile::accumulate::<M>(&mut s.acc_q[qi], ds, &s.k[..cols * d], (cols, tri), d);
         }
     }
-    let n = t * d;
-    for (o, a) in dq.iter_mut().zip(&s.acc_q[..n]) {
+    for (o, a) in dq.iter_mut().zip(&s.acc_q[..tq * d]) {
         *o = g.scale * a;
     }
-    dk.copy_from_slice(&s.acc_k[..n]);
-    dv.copy_from_slice(&s.acc_v[..n]);
+    dk.copy_from_slice(&s.acc_k[..tk * d]);
+    dv.copy_from_slice(&s.acc_v[..tk * d]);
     Ok(())
 }

@@ -183,6 +183,28 @@ pub(super) fn exp<M: Madd>(x: f32) -> f32 {
     e * f32::from_bits(bits.wrapping_add(127) << 23)
 }
 
+/// `x = e^(x - shift)` for every `x` of `xs`.
+#[inline(always)]
+pub(super) fn exp_shifted<M: Madd>(xs: &mut [f32], shift: f32) {
+    for x in xs {
+        *x = exp::<M>(*x - shift);
+    }
+}
+
+/// [`exp_shifted`] where a mask may have removed entries: a `-inf` entry, and every entry
+/// under an infinite shift (a row that sees no key), becomes exactly 0.
+#[inline(always)]
+pub(super) fn exp_shifted_masked<M: Madd>(xs: &mut [f32], shift: f32) {
+    let all_removed = shift == f32::INFINITY;
+    for x in xs {
+        *x = if *x == f32::NEG_INFINITY || all_removed {
+            0.0
+        } else {
+            exp::<M>(*x - shift)
+        };
+    }
+}
+
 /// The largest of `xs` (`-inf` for none), with eight running maxima so it vectorises.
 #[inline(always)]
 pub(super) fn max(xs: &[f32]) -> f32 {
