@@ -158,6 +158,13 @@ impl Tensor {
         pointwise::lerp(self, end, weight)
     }
 
+    /// [`ops::lerp_tensor`](crate::ops::lerp_tensor): `self + weight (end - self)` with a tensor
+    /// weight (numpy broadcasting).
+    #[track_caller]
+    pub fn lerp_tensor(&self, end: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        pointwise::lerp_tensor(self, end, weight)
+    }
+
     /// [`ops::addcmul`](crate::ops::addcmul): `self + value t1 t2` (numpy broadcasting).
     #[track_caller]
     pub fn addcmul(&self, t1: &Tensor, t2: &Tensor, value: f32) -> Result<Tensor> {

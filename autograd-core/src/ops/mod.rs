@@ -53,7 +53,7 @@ pub use index::embedding;
 pub use index_axes::{concat, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
 pub use mask::{masked_fill, tril, triu};
-pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
+pub use pointwise::{addcdiv, addcmul, atan2, lerp, lerp_tensor, pow};
 pub use reduce::{mean, sum};
 pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
 pub use repeat::{flip, repeat, roll, tile};

@@ -1,5 +1,5 @@
 //! Pointwise ops of several tensors with numpy broadcasting: `atan2`, `pow` with a tensor
-//! exponent, `lerp` with a constant weight, `addcmul` and `addcdiv`.
+//! exponent, `lerp` with a constant or a tensor weight, `addcmul` and `addcdiv`.
 //!
 //! As in [`elementwise`](super::elementwise), each public op checks dtypes (one floating dtype
 //! for all operands, else `Error::Type`), broadcasts through the differentiable
@@ -20,15 +20,55 @@ pub fn atan2(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     node::atan2(&a, &b)
 }
 
-/// `a^b` elementwise with a tensor exponent; floating operands of one dtype, numpy
-/// broadcasting. Gradients follow PyTorch: `d/da` is 0 where `b == 0`, `d/db` is 0 where
-/// `a == 0` and `b >= 0` (instead of `0 * -inf`); a negative base with a fractional exponent
-/// is NaN.
+/// `a^b` elementwise with a tensor exponent; operands of one dtype, numpy broadcasting.
+/// Gradients follow PyTorch: `d/da` is 0 where `b == 0`, `d/db` is 0 where `a == 0` and
+/// `b >= 0` (instead of `0 * -inf`); a negative base with a fractional exponent is NaN.
+/// Int32 and Int64 operands give an integer power as PyTorch's: wrapping on overflow, and for
+/// a negative exponent 1 for base 1, ±1 for base -1, 0 otherwise.
+///
+/// ```
+/// use autograd_core::ops::pow;
+/// use autograd_core::{shape, Tensor};
+/// let a = Tensor::from_vec(vec![2i32, -3, 7, -1], shape![4])?;
+/// let b = Tensor::from_vec(vec![3i32, 2, -1, -3], shape![4])?;
+/// assert_eq!(pow(&a, &b)?.values::<i32>()?, [8, 9, 0, -1]);
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
 #[track_caller]
 pub fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     same_dtype("pow", a, b)?;
     let (a, b) = operands("pow", a, b)?;
-    node::pow(&a, &b)
+    match a.dtype() {
+        crate::DType::Int32 => crate::kernel::zip(&a, &b, |x: i32, e: i32| {
+            integer_power(i64::from(x), i64::from(e), 32) as i32
+        }),
+        crate::DType::Int64 => crate::kernel::zip(&a, &b, |x: i64, e: i64| integer_power(x, e, 64)),
+        _ => node::pow(&a, &b),
+    }
+}
+
+/// `x^e` for integers of `bits` bits (32 or 64, `x` sign-extended to i64): wrapping on
+/// overflow by squaring in that width, and PyTorch's values for a negative exponent.
+fn integer_power(x: i64, e: i64, bits: u32) -> i64 {
+    if e < 0 {
+        return match x {
+            1 => 1,
+            -1 if e % 2 != 0 => -1,
+            -1 => 1,
+            _ => 0,
+        };
+    }
+    // wrap to the operand width after every product
+    let wrap = |v: i64| if bits == 32 { i64::from(v as i32) } else { v };
+    let (mut acc, mut base, mut e) = (1i64, x, e as u64);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = wrap(acc.wrapping_mul(base));
+        }
+        base = wrap(base.wrapping_mul(base));
+        e >>= 1;
+    }
+    acc
 }
 
 /// `a + weight (end - a)` elementwise for a constant `weight`, in PyTorch's form that is exact
@@ -38,6 +78,26 @@ pub fn lerp(a: &Tensor, end: &Tensor, weight: f32) -> Result<Tensor> {
     same_dtype("lerp", a, end)?;
     let (a, end) = operands("lerp", a, end)?;
     node::lerp(&a, &end, weight)
+}
+
+/// `a + weight (end - a)` elementwise with a tensor `weight` (PyTorch's `lerp(input, end,
+/// weight)` with a tensor), exact at both ends like [`lerp`]; floating operands of one dtype,
+/// all three broadcast to one shape (numpy). Every operand gets a gradient:
+/// `(1 - weight) g`, `weight g` and `(end - a) g`.
+///
+/// ```
+/// use autograd_core::ops::lerp_tensor;
+/// use autograd_core::{shape, Tensor};
+/// let a = Tensor::from_vec(vec![0.0f32, 10.0], shape![2])?;
+/// let end = Tensor::from_vec(vec![1.0f32, 20.0], shape![2])?;
+/// let w = Tensor::from_vec(vec![0.25f32, 1.0], shape![2])?;
+/// assert_eq!(lerp_tensor(&a, &end, &w)?.values::<f32>()?, [0.25, 20.0]);
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
+#[track_caller]
+pub fn lerp_tensor(a: &Tensor, end: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let (a, end, weight) = three("lerp", a, end, weight)?;
+    node::lerp_tensor(&a, &end, &weight)
 }
 
 /// `input + value t1 t2` elementwise; floating operands of one dtype, all three broadcast to
@@ -195,6 +255,48 @@ mod node {
             zip(a, end, move |x: T, e: T| {
                 if low { x.plus(w.times(e.minus(x))) } else { e.minus(e.minus(x).times(one.minus(w))) }
             })
+        })
+    }
+
+    #[differentiable(crate = crate, batched)]
+    pub(super) fn lerp_tensor(a: &Tensor, end: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        // d (a + w (e - a)) = (1 - w) g da + w g de + (e - a) g dw
+        fn vjp(
+            g: &Tensor,
+            a: &Tensor,
+            end: &Tensor,
+            weight: &Tensor,
+            needs: &NeedsGrad,
+        ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+            let ga = if needs.input(0) {
+                Some(crate::batch::zip_with(g, weight, |g: f32, w: f32| {
+                    g * (1.0 - w)
+                })?)
+            } else {
+                None
+            };
+            let ge = if needs.input(1) {
+                Some(crate::batch::zip_with(g, weight, |g: f32, w: f32| g * w)?)
+            } else {
+                None
+            };
+            let gw = if needs.input(2) {
+                Some(scaled(g, end, a, |e, x| e - x)?)
+            } else {
+                None
+            };
+            Ok((ga, ge, gw))
+        }
+        real!("lerp", a, T => {
+            // from the nearer end, as PyTorch: exact at w = 0 and w = 1
+            let one = T::from_f32(1.0);
+            let (xs, es, ws) = (a.values::<T>()?, end.values::<T>()?, weight.values::<T>()?);
+            let mut out = crate::storage::allocation::with_capacity(xs.len())?;
+            out.extend(xs.iter().zip(&es).zip(&ws).map(|((&x, &e), &w)| {
+                let d = e.minus(x);
+                if Into::<f64>::into(w).abs() < 0.5 { x.plus(w.times(d)) } else { e.minus(d.times(one.minus(w))) }
+            }));
+            Tensor::from_vec(out, a.shape().clone())
         })
     }
 

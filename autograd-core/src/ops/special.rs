@@ -1,8 +1,8 @@
 //! Special functions and rounding: `log1p`, `expm1`, `reciprocal`, `erf`, `erfinv`, `sign`,
 //! `floor`, `ceil`, `round`, `nan_to_num`, and the Bool tests `isnan`, `isinf`, `isfinite`.
 //!
-//! Forward kernels take Float32 and Float64 (`sign` also Int32; the tests every numeric
-//! dtype) and compute in double precision, rounding once. Only Float32 results record a node.
+//! Forward kernels take Float32 and Float64 (`sign` also Int32, the rounding ops copy Int32
+//! and Int64; the tests every numeric dtype) and compute in double precision, rounding once. Only Float32 results record a node.
 //! The rounding ops and `sign` have a zero gradient everywhere, as PyTorch's; the Bool tests
 //! record nothing.
 
@@ -182,33 +182,54 @@ pub fn sign(a: &Tensor) -> Result<Tensor> {
     })
 }
 
-/// `a` rounded down to an integer elementwise (floating tensors). The gradient is zero.
+/// A copy of an Int32 or Int64 tensor, what the rounding ops give for one (as PyTorch's);
+/// `None` for other dtypes.
+fn integer_copy(a: &Tensor) -> Result<Option<Tensor>> {
+    Ok(match a.dtype() {
+        crate::DType::Int32 => Some(map(a, |x: i32| x)?),
+        crate::DType::Int64 => Some(map(a, |x: i64| x)?),
+        _ => None,
+    })
+}
+
+/// `a` rounded down to an integer elementwise (floating tensors; an integer tensor is
+/// copied). The gradient is zero.
 #[differentiable(crate = crate, batched)]
 pub fn floor(a: &Tensor) -> Result<Tensor> {
     // floor is piecewise constant: d floor = 0
     fn vjp(g: Tensor) -> Result<Option<Tensor>> {
         zero_grad(g)
     }
+    if let Some(copy) = integer_copy(a)? {
+        return Ok(copy);
+    }
     real!("floor", a, T => map(a, |x: T| in_f64(x, f64::floor)))
 }
 
-/// `a` rounded up to an integer elementwise (floating tensors). The gradient is zero.
+/// `a` rounded up to an integer elementwise (floating tensors; an integer tensor is copied).
+/// The gradient is zero.
 #[differentiable(crate = crate, batched)]
 pub fn ceil(a: &Tensor) -> Result<Tensor> {
     // ceil is piecewise constant: d ceil = 0
     fn vjp(g: Tensor) -> Result<Option<Tensor>> {
         zero_grad(g)
     }
+    if let Some(copy) = integer_copy(a)? {
+        return Ok(copy);
+    }
     real!("ceil", a, T => map(a, |x: T| in_f64(x, f64::ceil)))
 }
 
 /// `a` rounded to the nearest integer elementwise, halves to even as PyTorch's `round`
-/// (floating tensors). The gradient is zero.
+/// (floating tensors; an integer tensor is copied). The gradient is zero.
 #[differentiable(crate = crate, batched)]
 pub fn round(a: &Tensor) -> Result<Tensor> {
     // round is piecewise constant: d round = 0
     fn vjp(g: Tensor) -> Result<Option<Tensor>> {
         zero_grad(g)
+    }
+    if let Some(copy) = integer_copy(a)? {
+        return Ok(copy);
     }
     real!("round", a, T => map(a, |x: T| in_f64(x, f64::round_ties_even)))
 }
