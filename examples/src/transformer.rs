@@ -26,7 +26,8 @@ pub struct Config {
     pub layers: usize,
     /// Width of the MLP's hidden layer.
     pub ff: usize,
-    /// Checkpoint every block: keep only its input for backward and recompute its interior.
+    /// Checkpoint every block, and the final LayerNorm with the logits and the loss: keep only
+    /// each segment's input for backward and recompute its interior.
     pub checkpoint: bool,
 }
 
@@ -148,9 +149,27 @@ pub struct Transformer {
     token: Embedding,
     position: Embedding,
     blocks: Vec<Arc<Block>>,
+    /// The final LayerNorm and the logits' layer, shared with a checkpointed loss's graph.
+    top: Arc<Top>,
+}
+
+/// What turns the residual stream into logits.
+#[derive(Debug)]
+struct Top {
     ln: LayerNorm,
     /// The logits' layer; `None` when tied to the token embedding.
     head: Option<Linear>,
+}
+
+impl Top {
+    /// Logits of the residual stream `x`, through the head or the tied token embedding.
+    fn logits(&self, x: &Tensor, token: &Tensor) -> Result<Tensor> {
+        let x = self.ln.forward(x)?;
+        match &self.head {
+            Some(head) => head.forward(&x),
+            None => linear(&x, token, None),
+        }
+    }
 }
 
 impl Transformer {
@@ -187,11 +206,13 @@ impl Transformer {
             blocks: (0..c.layers)
                 .map(|_| Block::with_init(c, init, rng).map(Arc::new))
                 .collect::<Result<_>>()?,
-            ln: LayerNorm::new(&[c.d_model], 1e-5)?,
-            head: match init {
-                Init::PyTorch => Some(Linear::new(c.d_model, c.vocab, true, rng)?),
-                Init::Gpt2 => None,
-            },
+            top: Arc::new(Top {
+                ln: LayerNorm::new(&[c.d_model], 1e-5)?,
+                head: match init {
+                    Init::PyTorch => Some(Linear::new(c.d_model, c.vocab, true, rng)?),
+                    Init::Gpt2 => None,
+                },
+            }),
             config,
         })
     }
@@ -208,6 +229,12 @@ impl Transformer {
 
     /// Logits `[B, T, vocab]` for Int32 token ids `[B, T]` with `T <= context`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let x = self.residual(&self.embed(ids)?)?;
+        self.top.logits(&x, self.token.weight())
+    }
+
+    /// The token plus position embeddings `[B, T, d_model]` of Int32 ids `[B, T]`.
+    fn embed(&self, ids: &Tensor) -> Result<Tensor> {
         let dims = ids.dims();
         ensure!(
             dims.len() == 2 && dims[1] <= self.config.context,
@@ -218,15 +245,10 @@ impl Transformer {
         let t = dims[1];
         let positions = Tensor::from_vec((0..t as i32).collect::<Vec<_>>(), shape![t])?;
         // [B, T, C] + [T, C]: the position embedding broadcasts over the batch
-        let x = add(
+        add(
             &self.token.forward(ids)?,
             &self.position.forward(&positions)?,
-        )?;
-        let x = self.ln.forward(&self.residual(&x)?)?;
-        match &self.head {
-            Some(head) => head.forward(&x),
-            None => linear(&x, self.token.weight(), None),
-        }
+        )
     }
 
     /// The residual stream after every block for an embedded input `x` of shape
@@ -248,18 +270,40 @@ impl Transformer {
     }
 
     /// The mean next-token cross-entropy of `forward(ids)` against Int32 `targets` `[B, T]`;
-    /// positions whose target is `ignore` do not count.
+    /// positions whose target is `ignore` do not count. When the configuration checkpoints,
+    /// the final LayerNorm, the logits and the loss are one more checkpointed segment: the
+    /// logits (`B·T·vocab` floats, GPT-2's largest activation) are rebuilt in backward instead
+    /// of kept.
     pub fn loss(&self, ids: &Tensor, targets: &Tensor, ignore: Option<i32>) -> Result<Tensor> {
-        let logits = self.forward(ids)?;
+        let x = self.residual(&self.embed(ids)?)?;
         let rows = targets.size();
-        cross_entropy(
-            &reshape(&logits, &[rows, self.config.vocab])?,
-            &reshape(targets, &[rows])?,
-            CrossEntropyOptions {
-                ignore_index: ignore,
-                label_smoothing: 0.0,
-            },
-        )
+        let targets = reshape(targets, &[rows])?;
+        let (top, token, vocab) = (
+            Arc::clone(&self.top),
+            self.token.weight().clone(),
+            self.config.vocab,
+        );
+        let head_loss = move |x: &Tensor| -> Result<Tensor> {
+            let logits = top.logits(x, &token)?;
+            cross_entropy(
+                &reshape(&logits, &[rows, vocab])?,
+                &targets,
+                CrossEntropyOptions {
+                    ignore_index: ignore,
+                    label_smoothing: 0.0,
+                },
+            )
+        };
+        if !self.config.checkpoint {
+            return head_loss(&x);
+        }
+        let mut params = Module::parameters(&self.top.ln);
+        match &self.top.head {
+            Some(head) => params.extend(Module::parameters(head)),
+            None => params.push(self.token.weight().clone()),
+        }
+        let deps: Vec<&Tensor> = params.iter().collect();
+        checkpoint(&[&x], &deps, move |a| head_loss(&a[0]))
     }
 }
 
@@ -275,8 +319,8 @@ impl Module for Transformer {
         for (i, block) in self.blocks.iter().enumerate() {
             block.visit(&join(&blocks, &i.to_string()), f);
         }
-        self.ln.visit(&join(prefix, "ln"), f);
-        if let Some(head) = &self.head {
+        self.top.ln.visit(&join(prefix, "ln"), f);
+        if let Some(head) = &self.top.head {
             head.visit(&join(prefix, "head"), f);
         }
     }
@@ -286,9 +330,11 @@ impl Module for Transformer {
     fn set_training(&mut self, training: bool) {
         self.token.set_training(training);
         self.position.set_training(training);
-        self.ln.set_training(training);
-        if let Some(head) = &mut self.head {
-            head.set_training(training);
+        if let Some(top) = Arc::get_mut(&mut self.top) {
+            top.ln.set_training(training);
+            if let Some(head) = &mut top.head {
+                head.set_training(training);
+            }
         }
         for block in &mut self.blocks {
             if let Some(block) = Arc::get_mut(block) {

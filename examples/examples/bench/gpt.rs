@@ -88,12 +88,17 @@ fn step(name: &str, quick: bool) -> Result<()> {
         opt.step()?;
         Ok(loss.item()?.to_f64())
     })?;
+    // the activations: what the graph holds between forward and backward beyond the
+    // parameters (which every node that reads them holds, in both runs); checkpointing cuts
+    // them to the blocks' inputs (a block's are rebuilt one at a time in backward)
+    let held = autograd_core::graph_bytes(&model.loss(&ids, &targets, None)?)?;
+    let activation_bytes = held.saturating_sub(bytes);
     let median = times[times.len() / 2].as_secs_f64();
     report(
         name,
         &times,
         &format!(
-            ",\"batch\":{},\"checkpoint\":{},\"parameters\":{parameters},\"tokens_per_s\":{:.1},\"peak_rss_mib\":{:.1},\"parameter_bytes\":{bytes},\"gradient_bytes\":{bytes},\"optimizer_state_bytes\":{},\"final_loss\":{last:.4}",
+            ",\"batch\":{},\"checkpoint\":{},\"parameters\":{parameters},\"tokens_per_s\":{:.1},\"peak_rss_mib\":{:.1},\"parameter_bytes\":{bytes},\"gradient_bytes\":{bytes},\"optimizer_state_bytes\":{},\"activation_bytes\":{activation_bytes},\"final_loss\":{last:.4}",
             w.batch,
             c.checkpoint,
             (w.batch * c.context) as f64 / median,
