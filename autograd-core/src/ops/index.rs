@@ -33,6 +33,15 @@ fn emit<T: Element>(
     kernel::fresh(like, Arc::new(Layout::row_major(dims)?), f)
 }
 
+/// [`emit`] for a kernel that writes every element: a reused buffer is not zeroed first.
+fn emit_overwritten<T: Element>(
+    like: &Tensor,
+    dims: &[usize],
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    kernel::fresh_overwritten(like, Arc::new(Layout::row_major(dims)?), f)
+}
+
 /// The values of an index tensor (Int32 or Int64) in logical order.
 fn index_values(op: &str, indices: &Tensor) -> Result<Vec<i64>> {
     match indices.dtype() {
@@ -363,7 +372,7 @@ pub(crate) fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<
     out_dims[axis] = idx.len();
     by_dtype!(a.dtype(), "index_select", |T| {
         kernel::read_logical(a, |x: &[T]| {
-            emit::<T>(a, &out_dims, |out| {
+            emit_overwritten::<T>(a, &out_dims, |out| {
                 let mut w = 0;
                 for o in 0..outer {
                     for &k in &idx {
@@ -577,7 +586,7 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     out_dims.push(d);
     by_dtype!(weight.dtype(), "embedding", |T| {
         kernel::read_logical(weight, |w: &[T]| {
-            emit::<T>(weight, &out_dims, |out| {
+            emit_overwritten::<T>(weight, &out_dims, |out| {
                 for (k, &id) in ids_v.iter().enumerate() {
                     out[k * d..(k + 1) * d].copy_from_slice(&w[id * d..(id + 1) * d]);
                 }
