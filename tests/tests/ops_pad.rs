@@ -158,6 +158,22 @@ fn pad_agrees_with_a_plain_loop_on_contiguous_strided_and_broadcast_inputs() {
 }
 
 #[test]
+fn a_large_image_split_across_threads_agrees_with_the_plain_loop() {
+    // [2, 8, 48, 48] padded to [2, 8, 52, 51]: above the size where the kernel splits rows
+    let dims = [2, 8, 48, 48];
+    let values = noise(2 * 8 * 48 * 48, 17);
+    let x = t(&values, &dims);
+    for mode in [PadMode::Constant(0.25), PadMode::Reflect, PadMode::Circular] {
+        let pads = [2, 1, 3, 1];
+        let (out, want) = reference(&values, &dims, &pads, mode);
+        assert!(want.len() > autograd_core::kernel::PARALLEL_THRESHOLD);
+        let y = pad(&x, &pads, mode).unwrap();
+        assert_eq!(y.dims(), out);
+        assert_eq!(vals(&y), want, "{mode:?}");
+    }
+}
+
+#[test]
 fn gradcheck_every_mode_on_contiguous_strided_and_broadcast_inputs() {
     let dims = [2, 3, 4];
     let values = noise(24, 11);

@@ -251,6 +251,9 @@ fn constant<T: Element>(value: f64) -> Result<T> {
     }
 }
 
+/// About how many output elements one parallel task of the forward kernel writes.
+const ROWS_ELEMENTS: usize = 1 << 14;
+
 /// The padded copy of `a`'s elements: one slice copy per row plus its edges.
 fn forward<T: Element>(a: &Tensor, rows: &RowPlan, dims: &[usize], fill: T) -> Result<Tensor> {
     let (n, m) = rows.width;
@@ -260,17 +263,27 @@ fn forward<T: Element>(a: &Tensor, rows: &RowPlan, dims: &[usize], fill: T) -> R
             if m == 0 {
                 return Ok(());
             }
-            for (dst, src) in out.chunks_exact_mut(m).zip(&rows.rows) {
-                let Some(r) = *src else {
-                    dst.fill(fill);
-                    continue;
-                };
-                let row = &x[r * n..(r + 1) * n];
-                dst[o0..o0 + len].copy_from_slice(&row[i0..i0 + len]);
-                for &(j, s) in &rows.edges {
-                    dst[j] = s.map_or(fill, |s| row[s]);
+            // output rows are independent: large results are written in blocks of rows on the
+            // kernel threads
+            let block = if out.len() >= kernel::PARALLEL_THRESHOLD {
+                ROWS_ELEMENTS.div_ceil(m)
+            } else {
+                out.len() / m
+            };
+            kernel::for_each_chunk_mut(out, block.max(1) * m, |k, chunk| {
+                let first = k * block.max(1);
+                for (dst, src) in chunk.chunks_exact_mut(m).zip(&rows.rows[first..]) {
+                    let Some(r) = *src else {
+                        dst.fill(fill);
+                        continue;
+                    };
+                    let row = &x[r * n..(r + 1) * n];
+                    dst[o0..o0 + len].copy_from_slice(&row[i0..i0 + len]);
+                    for &(j, s) in &rows.edges {
+                        dst[j] = s.map_or(fill, |s| row[s]);
+                    }
                 }
-            }
+            });
             Ok(())
         })
     })?
