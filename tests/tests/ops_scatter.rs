@@ -432,6 +432,34 @@ fn integer_and_bool_inputs_work_without_gradients() {
 }
 
 #[test]
+fn empty_selections_and_empty_inputs_give_empty_results() {
+    let x = t(&noise(6, 30), &[2, 3]);
+    // nothing selected: a [0] result whose gradient is all zeros
+    let none = masked_select(&x, &bools(&[false; 3], &[3])).unwrap();
+    assert_eq!(none.dims(), [0]);
+    let g = grad(&none, &[&x], &t(&[], &[0]), GradOptions::default()).unwrap();
+    assert_eq!(vals(g[0].as_ref().unwrap()), [0.0; 6]);
+    // empty indices write and read nothing
+    let empty = long(&[], &[2, 0]);
+    assert_eq!(
+        vals(&scatter(&x, 1, &empty, &t(&[], &[2, 0])).unwrap()),
+        vals(&x)
+    );
+    assert_eq!(take_along_dim(&x, &empty, 1).unwrap().dims(), [2, 0]);
+    let put = index_put(&x, &[long(&[], &[0])], &t(&[], &[0, 3]), true).unwrap();
+    assert_eq!(vals(&put), vals(&x));
+    assert_eq!(repeat_interleave(&x, 0, 1).unwrap().dims(), [2, 0]);
+    // an empty input
+    let e = t(&[], &[0, 3]);
+    assert_eq!(diagonal(&e, 0, 0, 1).unwrap().dims(), [0]);
+    assert_eq!(diag_embed(&t(&[], &[0]), 0, 0, 1).unwrap().dims(), [0, 0]);
+    assert_eq!(
+        masked_select(&e, &bools(&[true; 3], &[3])).unwrap().dims(),
+        [0]
+    );
+}
+
+#[test]
 fn bad_inputs_are_errors_that_name_the_sizes_and_change_nothing() {
     let x = t(&noise(12, 20), &[3, 4]);
     let before = vals(&x);
