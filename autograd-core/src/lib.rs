@@ -46,7 +46,7 @@ pub use graph::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeG
 pub use graph::op::{
     record, should_record, Node, NodeId, Operation, Recording, Saved, SavedState, VersionSnapshot,
 };
-pub use layout::axis::{Axis, IntList};
+pub use layout::axis::{Axis, IntList, OptionalAxis};
 pub use layout::int_tuple::{IntTuple, Shape, Stride};
 pub use layout::{Aliasing, Layout, Leaf};
 pub use storage::carrier::{Carrier, CarrierId, CpuCarrier, Heap, Inline, Store, SMALL_F32};

@@ -60,8 +60,9 @@
 //! ```
 
 pub use autograd_core::ops::*;
-/// The axis and integer-list types every op with an axis takes (`-1` is the last axis).
-pub use autograd_core::{Axis, IntList};
+/// The axis and integer-list types every op with an axis takes (`-1` is the last axis; `None` as
+/// an [`OptionalAxis`] flattens).
+pub use autograd_core::{Axis, IntList, OptionalAxis};
 
 mod attention;
 pub mod data;

@@ -76,6 +76,46 @@ macro_rules! axis_from {
 }
 axis_from!(usize isize i64 i32);
 
+/// An axis or none, as PyTorch's `dim: Optional[int]`: ops that take one
+/// (`take_along_dim`, `repeat_interleave`) work along the axis, or on the flattened input for
+/// `None`. Built from every integer [`Axis`] is built from, an [`Axis`], or `None`.
+///
+/// ```
+/// use autograd_core::{Axis, OptionalAxis};
+/// assert_eq!(OptionalAxis::from(-1), OptionalAxis::Along(Axis::from(-1)));
+/// assert_eq!(OptionalAxis::from(None), OptionalAxis::Flat);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OptionalAxis {
+    /// Along this axis.
+    Along(Axis),
+    /// On the input flattened to one axis (PyTorch's `dim=None`).
+    Flat,
+}
+
+impl From<Axis> for OptionalAxis {
+    fn from(a: Axis) -> OptionalAxis {
+        OptionalAxis::Along(a)
+    }
+}
+
+impl From<Option<Axis>> for OptionalAxis {
+    fn from(a: Option<Axis>) -> OptionalAxis {
+        a.map_or(OptionalAxis::Flat, OptionalAxis::Along)
+    }
+}
+
+macro_rules! optional_axis_from {
+    ($($t:ty)*) => {$(
+        impl From<$t> for OptionalAxis {
+            fn from(v: $t) -> OptionalAxis {
+                OptionalAxis::Along(Axis::from(v))
+            }
+        }
+    )*};
+}
+optional_axis_from!(usize isize i64 i32);
+
 /// A list of integers as a caller writes it, axes (`sum_axes(&x, &[0, -1], false)`) or sizes
 /// (`reshape(&x, &[2, -1])`): a borrowed slice, array or `Vec` of `usize`, `isize`, `i64` or
 /// `i32`, or one such integer (a list of one, except where an op says otherwise: `split` takes

@@ -11,6 +11,7 @@ use crate::error::{ensure, Result};
 use crate::graph::grad_mode::no_grad;
 use crate::kernel::element::numeric;
 use crate::kernel::{fresh_like, map, read, read_pair, zip};
+use crate::storage::scalar::Scalar;
 use crate::{differentiable, DType, Tensor};
 
 macro_rules! comparison {
@@ -88,11 +89,76 @@ pub fn logical_not(a: &Tensor) -> Result<Tensor> {
     map(a, |x: bool| !x)
 }
 
-/// `a` where `mask` is true and `b` elsewhere, all three broadcast to one shape (numpy).
-/// `mask` is Bool; `a` and `b` share a dtype. Differentiable in `a` and `b`: each receives the
-/// cotangent at the positions it was chosen, 0 elsewhere.
+/// One value operand of [`where_cond`]: a tensor, or a scalar that stands for a tensor of
+/// the other operand's dtype full of it. Built with `From` from `&Tensor` and the scalar types,
+/// so `where_cond(&m, &x, 0.0)` and `where_cond(&m, 1.0, &x)` read as PyTorch's
+/// `torch.where(m, x, 0.0)`.
+#[derive(Debug, Clone, Copy)]
+pub enum Operand<'a> {
+    /// A tensor operand.
+    Tensor(&'a Tensor),
+    /// A scalar operand, cast to the tensor operand's dtype.
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Tensor> for Operand<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+
+macro_rules! operand_from {
+    ($($t:ty)*) => {$(
+        impl From<$t> for Operand<'_> {
+            fn from(v: $t) -> Self {
+                Operand::Scalar(Scalar::from(v))
+            }
+        }
+    )*};
+}
+operand_from!(f32 f64 i32 i64 bool Scalar);
+
+impl Operand<'_> {
+    /// The operand as a tensor: a scalar becomes a 0-dim tensor of `like`'s dtype (or its own
+    /// when `like` is a scalar too), which broadcasts.
+    fn tensor(self, like: Operand<'_>) -> Result<Tensor> {
+        match (self, like) {
+            (Operand::Tensor(t), _) => Ok(t.clone()),
+            (Operand::Scalar(s), Operand::Tensor(t)) => {
+                Tensor::full(crate::Shape::from(&[0usize; 0][..]), s.cast(t.dtype())?)
+            }
+            (Operand::Scalar(s), Operand::Scalar(_)) => {
+                Tensor::full(crate::Shape::from(&[0usize; 0][..]), s)
+            }
+        }
+    }
+}
+
+/// `a` where `mask` is true and `b` elsewhere, all three broadcast to one shape (numpy), as
+/// PyTorch's `torch.where`. `mask` is Bool; `a` and `b` are tensors of one dtype or scalars: a
+/// scalar is cast to the other operand's dtype (`Error::Type` when it does not fit, e.g. `0.5`
+/// for an Int32 tensor), and two scalars give a 0-dim-broadcast tensor of `a`'s scalar type
+/// with `b` cast to it. Differentiable in the tensor operands: each receives the cotangent at
+/// the positions it was chosen, 0 elsewhere.
+///
+/// ```
+/// use autograd_core::ops::where_cond;
+/// use autograd_core::{shape, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, -2.0, 3.0], shape![3])?;
+/// let m = Tensor::from_vec(vec![true, false, true], shape![3])?;
+/// assert_eq!(where_cond(&m, &x, 0.0)?.values::<f32>()?, [1.0, 0.0, 3.0]);
+/// assert_eq!(where_cond(&m, 1.0, &x)?.values::<f32>()?, [1.0, -2.0, 1.0]);
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
 #[track_caller]
-pub fn where_cond(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+pub fn where_cond<'a>(
+    mask: &Tensor,
+    a: impl Into<Operand<'a>>,
+    b: impl Into<Operand<'a>>,
+) -> Result<Tensor> {
+    let (a, b) = (a.into(), b.into());
+    let (a, b) = (a.tensor(b)?, b.tensor(a)?);
+    let (a, b) = (&a, &b);
     bool_operand("where_cond", mask)?;
     same_dtype("where_cond", a, b)?;
     let dims = broadcast_shapes(&a.dims(), &b.dims())

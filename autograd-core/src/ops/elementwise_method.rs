@@ -178,9 +178,13 @@ impl Tensor {
     }
 
     /// [`ops::where_cond`](crate::ops::where_cond) with `self` as the Bool mask: `on_true`
-    /// where it holds, `on_false` elsewhere (numpy broadcasting).
+    /// where it holds, `on_false` elsewhere (numpy broadcasting); either may be a scalar.
     #[track_caller]
-    pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
+    pub fn where_cond<'a>(
+        &self,
+        on_true: impl Into<compare::Operand<'a>>,
+        on_false: impl Into<compare::Operand<'a>>,
+    ) -> Result<Tensor> {
         compare::where_cond(self, on_true, on_false)
     }
 

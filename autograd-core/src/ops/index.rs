@@ -25,7 +25,7 @@ macro_rules! by_dtype {
 
 /// A compact row-major result of extents `dims` in fresh storage of `like`'s carrier class,
 /// written by `f`.
-fn emit<T: Element>(
+pub(super) fn emit<T: Element>(
     like: &Tensor,
     dims: &[usize],
     f: impl FnOnce(&mut [T]) -> Result<()>,
@@ -43,7 +43,7 @@ fn emit_overwritten<T: Element>(
 }
 
 /// The values of an index tensor (Int32 or Int64) in logical order.
-fn index_values(op: &str, indices: &Tensor) -> Result<Vec<i64>> {
+pub(super) fn index_values(op: &str, indices: &Tensor) -> Result<Vec<i64>> {
     match indices.dtype() {
         DType::Int32 => Ok(indices
             .values::<i32>()?
@@ -56,7 +56,7 @@ fn index_values(op: &str, indices: &Tensor) -> Result<Vec<i64>> {
 }
 
 /// Every index checked against `extent`, as positions.
-fn checked(op: &str, indices: &[i64], axis: usize, extent: usize) -> Result<Vec<usize>> {
+pub(super) fn checked(op: &str, indices: &[i64], axis: usize, extent: usize) -> Result<Vec<usize>> {
     indices
         .iter()
         .map(|&i| match usize::try_from(i) {
@@ -70,12 +70,12 @@ fn checked(op: &str, indices: &[i64], axis: usize, extent: usize) -> Result<Vec<
 }
 
 /// Gradient sums accumulated in `f64` (repeated indices add many terms), rounded once.
-fn rounded(sums: Vec<f64>) -> Vec<f32> {
+pub(super) fn rounded(sums: Vec<f64>) -> Vec<f32> {
     sums.into_iter().map(|v| v as f32).collect()
 }
 
 /// Refuses an axis beyond `rank` top-level modes.
-fn check_axis(op: &str, axis: usize, rank: usize, t: &Tensor) -> Result<()> {
+pub(super) fn check_axis(op: &str, axis: usize, rank: usize, t: &Tensor) -> Result<()> {
     ensure!(
         axis < rank,
         Value,
@@ -86,7 +86,7 @@ fn check_axis(op: &str, axis: usize, rank: usize, t: &Tensor) -> Result<()> {
 }
 
 /// Row-major strides of `dims`.
-fn strides(dims: &[usize]) -> Vec<usize> {
+pub(super) fn strides(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];
@@ -388,7 +388,7 @@ pub(crate) fn index_select(a: &Tensor, axis: usize, indices: &Tensor) -> Result<
 }
 
 /// The elements before and after `axis`: `(prod dims[..axis], prod dims[axis + 1..])`.
-fn around(dims: &[usize], axis: usize) -> (usize, usize) {
+pub(super) fn around(dims: &[usize], axis: usize) -> (usize, usize) {
     (
         dims[..axis].iter().product(),
         dims[axis + 1..].iter().product(),
@@ -398,7 +398,12 @@ fn around(dims: &[usize], axis: usize) -> (usize, usize) {
 /// Where `gather`/`scatter_add` read and write: for every position `p` of `indices` (row-major),
 /// the row-major offset in a tensor of extents `dims` of `p`'s coordinate with its `axis` entry
 /// replaced by `indices[p]`. Checks ranks, extents and every index.
-fn scattered(op: &str, dims: &[usize], axis: usize, indices: &Tensor) -> Result<Vec<usize>> {
+pub(super) fn scattered(
+    op: &str,
+    dims: &[usize],
+    axis: usize,
+    indices: &Tensor,
+) -> Result<Vec<usize>> {
     let idims = indices.dims();
     ensure!(
         idims.len() == dims.len(),

@@ -21,6 +21,7 @@ mod broadcast;
 mod cast;
 mod compare;
 mod construct;
+mod diagonal;
 mod elementwise;
 mod elementwise_method;
 mod index;
@@ -28,12 +29,15 @@ mod index_axes;
 mod linalg;
 mod mask;
 mod operators;
+mod pad;
 mod pointwise;
 mod reduce;
 mod reduce_axes;
 mod repeat;
+mod scatter;
 mod special;
 mod split;
+mod take;
 mod unary;
 mod unbind;
 mod view;
@@ -43,8 +47,11 @@ mod view_method;
 pub use activation::{elu, hardswish, hardtanh, leaky_relu, mish, selu, softplus};
 pub use broadcast::{broadcast_pair, broadcast_shapes};
 pub use cast::to_dtype;
-pub use compare::{eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond};
+pub use compare::{
+    eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne, where_cond, Operand,
+};
 pub use construct::one_hot;
+pub use diagonal::{diag, diag_embed, diagonal};
 pub use elementwise::{
     add, add_scalar, div, div_scalar, maximum, minimum, mul, mul_scalar, rdiv_scalar, rsub_scalar,
     sub, sub_scalar,
@@ -53,15 +60,18 @@ pub use index::embedding;
 pub use index_axes::{concat, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
 pub use mask::{masked_fill, tril, triu};
+pub use pad::{pad, PadMode};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, lerp_tensor, pow};
 pub use reduce::{mean, sum};
 pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
-pub use repeat::{flip, repeat, roll, tile};
+pub use repeat::{flip, repeat, repeat_interleave, roll, tile, Repeats};
+pub use scatter::{index_add, index_put, scatter, scatter_value};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,
 };
 pub use split::{chunk, split};
+pub use take::{masked_select, take_along_dim};
 pub use unary::{
     abs, clamp, cos, exp, gelu, gelu_tanh, log, neg, powf, relu, rsqrt, sigmoid, silu, sin, sqrt,
     tanh,

@@ -8,7 +8,7 @@ use super::index_axes::{concat, index_select};
 use super::view::reshape;
 use super::view_axes::narrow;
 use crate::error::{ensure, Result};
-use crate::layout::axis::{resolve_axes, Axis, IntList};
+use crate::layout::axis::{resolve_axes, Axis, IntList, OptionalAxis};
 use crate::{shape, Tensor};
 
 /// `a` repeated `sizes[i]` times along each axis `i`, as PyTorch's `Tensor.repeat`: `sizes`
@@ -127,6 +127,103 @@ pub fn roll(a: &Tensor, shifts: &[i64], axes: impl IntList) -> Result<Tensor> {
     Ok(out)
 }
 
+/// How many times [`repeat_interleave`] repeats each element: one count for all, or a
+/// one-axis Int32 or Int64 tensor of a count per element (PyTorch's `repeats`).
+#[derive(Debug, Clone, Copy)]
+pub enum Repeats<'a> {
+    /// Every element this many times (negative is `Error::Value`).
+    Each(i64),
+    /// Element `k` `counts[k]` times; a single count applies to every element.
+    Counts(&'a Tensor),
+}
+
+macro_rules! repeats_from {
+    ($($t:ty)*) => {$(
+        impl From<$t> for Repeats<'_> {
+            fn from(n: $t) -> Self {
+                // a count beyond i64 is refused as negative would be
+                Repeats::Each(i64::try_from(n).unwrap_or(-1))
+            }
+        }
+    )*};
+}
+repeats_from!(i32 i64 usize);
+
+impl<'a> From<&'a Tensor> for Repeats<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Repeats::Counts(t)
+    }
+}
+
+/// `a` with each element repeated along `axis`, as PyTorch's `torch.repeat_interleave`:
+/// element `k` of the axis appears `repeats` times (or `counts[k]` times) in a row, so
+/// `[1, 2]` with 2 gives `[1, 1, 2, 2]` (where [`repeat`] gives `[1, 2, 1, 2]`). With `None` the
+/// input is flattened first. Built from `index_select`, so the gradient sums the copies.
+///
+/// `Error::Value` for a negative count, a count tensor of more than one axis or of a length
+/// other than the axis's extent (or 1); `Error::Type` for counts that are not integers.
+///
+/// ```
+/// use autograd_core::ops::repeat_interleave;
+/// use autograd_core::{shape, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], shape![2, 2])?;
+/// assert_eq!(repeat_interleave(&a, 2, None)?.values::<f32>()?, [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+/// let counts = Tensor::from_vec(vec![0i64, 2], shape![2])?;
+/// let r = repeat_interleave(&a, &counts, 0)?;
+/// assert_eq!(r.dims(), [2, 2]);
+/// assert_eq!(r.values::<f32>()?, [3.0, 4.0, 3.0, 4.0]);
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
+#[track_caller]
+pub fn repeat_interleave<'a>(
+    a: &Tensor,
+    repeats: impl Into<Repeats<'a>>,
+    axis: impl Into<OptionalAxis>,
+) -> Result<Tensor> {
+    let (x, axis) = match axis.into() {
+        OptionalAxis::Flat => (reshape(a, &[a.size()])?, 0),
+        OptionalAxis::Along(axis) => (
+            a.clone(),
+            axis.resolve_for("repeat_interleave", a.dims().len())?,
+        ),
+    };
+    let n = x.dims()[axis];
+    let counts: Vec<i64> = match repeats.into() {
+        Repeats::Each(c) => vec![c; n],
+        Repeats::Counts(t) => {
+            ensure!(
+                t.dims().len() <= 1,
+                Value,
+                "repeat_interleave: repeats must have at most one axis, got shape {:?}",
+                t.dims()
+            );
+            let c = super::index::index_values("repeat_interleave", t)?;
+            match c.len() {
+                1 => vec![c[0]; n],
+                m if m == n => c,
+                m => crate::bail!(
+                    Value,
+                    "repeat_interleave: {m} repeats for axis {axis} of extent {n} (shape {:?})",
+                    x.dims()
+                ),
+            }
+        }
+    };
+    let mut picks = Vec::new();
+    for (k, &c) in counts.iter().enumerate() {
+        let Ok(c) = usize::try_from(c) else {
+            crate::bail!(
+                Value,
+                "repeat_interleave: repeats must not be negative, got {c} for element {k}"
+            );
+        };
+        let to = picks.len().saturating_add(c);
+        crate::storage::allocation::resize(&mut picks, to, k as i64)?;
+    }
+    let len = picks.len();
+    index_select(&x, axis, &Tensor::from_vec(picks, shape![len])?)
+}
+
 impl Tensor {
     /// [`flip`] of this tensor.
     pub fn flip(&self, axes: impl IntList) -> Result<Tensor> {
@@ -146,5 +243,15 @@ impl Tensor {
     /// [`tile`] of this tensor.
     pub fn tile(&self, reps: &[usize]) -> Result<Tensor> {
         tile(self, reps)
+    }
+
+    /// [`repeat_interleave`] of this tensor.
+    #[track_caller]
+    pub fn repeat_interleave<'a>(
+        &self,
+        repeats: impl Into<Repeats<'a>>,
+        axis: impl Into<OptionalAxis>,
+    ) -> Result<Tensor> {
+        repeat_interleave(self, repeats, axis)
     }
 }
