@@ -258,6 +258,9 @@ fn forward_kernel<M: Madd>(
         let rows = BLOCK.min(tq - i * BLOCK);
         let qi = &s.q[i * BLOCK * d..(i + 1) * BLOCK * d];
         for j in g.key_blocks(i) {
+            if rule.skips(head, g, (i, j)) {
+                continue;
+            }
             let diagonal = g.diagonal(i, j);
             tile::scores::<M>(qi, &s.kt[j * BLOCK..], kp, d, diagonal, &mut s.s);
             for r in 0..BLOCK {
@@ -364,6 +367,9 @@ fn backward_kernel<M: Madd>(
     for j in 0..g.blocks(Side::Key) {
         let kj = j * BLOCK * d..(j + 1) * BLOCK * d;
         for i in g.query_blocks(j) {
+            if rule.skips(head, g, (i, j)) {
+                continue;
+            }
             let qi = i * BLOCK * d..(i + 1) * BLOCK * d;
             let rows = BLOCK.min(tq - i * BLOCK);
             let diagonal = g.diagonal(i, j);

@@ -5,6 +5,7 @@ use autograd_core::{bail, ensure, Captured, DType, Result, Tensor};
 
 use super::geometry::Dims;
 use super::options::{AttentionDropout, AttentionMask};
+use super::tile::BLOCK;
 
 /// Which convention a mask tensor follows (see [`AttentionMask`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +70,15 @@ impl Spec {
 pub(super) struct Rule {
     pub bias: Option<Bias>,
     pub dropout: Option<Dropout>,
+}
+
+impl Rule {
+    /// Whether a mask removes every entry of tile `(i, j)` of head `head`.
+    pub fn skips(&self, head: usize, g: &Dims, tile: (usize, usize)) -> bool {
+        self.bias
+            .as_ref()
+            .is_some_and(|b| b.removes_tile(head, g, tile))
+    }
 }
 
 /// A mask as the bias added to the scaled scores, compact over `[B', H', T_q', T_k]` where
@@ -163,6 +173,22 @@ impl Bias {
         let pick = |i: usize, extent: usize| if extent == 1 { 0 } else { i };
         let at = ((pick(b, bs) * hs + pick(h, hs)) * rs + pick(row, rs)) * self.tk;
         &self.values[at..at + self.tk]
+    }
+
+    /// Whether the mask removes every entry of tile `(i, j)` of head `head` (query block `i`,
+    /// key block `j`): the flash kernels skip such a tile, so padding keys cost nothing.
+    pub fn removes_tile(&self, head: usize, g: &Dims, (i, j): (usize, usize)) -> bool {
+        let rows = if self.extents[2] == 1 {
+            0..1
+        } else {
+            i * BLOCK..g.tq.min((i + 1) * BLOCK)
+        };
+        let cols = j * BLOCK..g.tk.min((j + 1) * BLOCK);
+        rows.into_iter().all(|r| {
+            self.row(head, r)[cols.clone()]
+                .iter()
+                .all(|&x| x == f32::NEG_INFINITY)
+        })
     }
 
     /// The mask's gradient from the scores' gradient `ds` (`[B, H, T_q, T_k]`, row-major):
