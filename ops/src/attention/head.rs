@@ -152,8 +152,9 @@ pub(super) fn pack_rows(
     factor: f32,
 ) -> Result<()> {
     let n = g.head_len(side);
-    zeroed(dst, g.padded(side) * g.d)?;
+    sized(dst, g.padded(side) * g.d)?;
     src.copy_out(head * n, &mut dst[..n])?;
+    dst[n..].fill(0.0);
     if factor != 1.0 {
         for x in &mut dst[..n] {
             *x *= factor;
@@ -171,14 +172,22 @@ pub(super) fn pack_transposed(
     head: usize,
     g: &Dims,
 ) -> Result<()> {
-    let (n, tp, d) = (g.head_len(Side::Key), g.padded(Side::Key), g.d);
-    zeroed(tmp, n)?;
+    let (n, t, tp, d) = (
+        g.head_len(Side::Key),
+        g.rows(Side::Key),
+        g.padded(Side::Key),
+        g.d,
+    );
+    sized(tmp, n)?;
     src.copy_out(head * n, tmp)?;
-    zeroed(dst, d * tp)?;
+    sized(dst, d * tp)?;
     for (r, row) in tmp.chunks_exact(d).enumerate() {
         for (x, &value) in row.iter().enumerate() {
             dst[x * tp + r] = value;
         }
+    }
+    for x in 0..d {
+        dst[x * tp + t..(x + 1) * tp].fill(0.0);
     }
     Ok(())
 }
@@ -193,6 +202,16 @@ pub(super) fn pack_forward(
     pack_rows(&mut s.q, q, (head, Side::Query), g, g.scale)?;
     pack_transposed(&mut s.kt, &mut s.tmp, k, head, g)?;
     pack_rows(&mut s.v, v, (head, Side::Key), g, 1.0)
+}
+
+/// `buf` with `len` elements for a caller that overwrites every one: kept as it is when it
+/// already has that length (the scratch of the previous head), else zeros.
+fn sized(buf: &mut Vec<f32>, len: usize) -> Result<()> {
+    if buf.len() == len {
+        Ok(())
+    } else {
+        zeroed(buf, len)
+    }
 }
 
 /// `buf` as `len` zeros (`Error::Value` when they cannot be allocated: `len` comes from the
