@@ -54,6 +54,8 @@ struct Team {
     payload: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// Held by the thread running a loop.
     busy: Mutex<()>,
+    /// Bumped to ask spinning helpers to park now ([`park_idle_threads`]).
+    rest: AtomicU64,
 }
 
 thread_local! {
@@ -61,8 +63,10 @@ thread_local! {
     static IN_TASK: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The team, once a loop has started it.
+static TEAM: OnceLock<&'static Team> = OnceLock::new();
+
 fn team() -> &'static Team {
-    static TEAM: OnceLock<&'static Team> = OnceLock::new();
     TEAM.get_or_init(|| {
         let team: &'static Team = Box::leak(Box::new(Team {
             helpers: AtomicUsize::new(0),
@@ -77,6 +81,7 @@ fn team() -> &'static Team {
             panicked: AtomicBool::new(false),
             payload: Mutex::new(None),
             busy: Mutex::new(()),
+            rest: AtomicU64::new(0),
         }));
         for i in 0..super::threads().saturating_sub(1) {
             let spawned = std::thread::Builder::new()
@@ -141,11 +146,14 @@ impl Team {
         let mut seen = 0u64;
         loop {
             let started = Instant::now();
+            let rest = self.rest.load(Ordering::Relaxed);
             let mut spins = 0u32;
             while self.generation.load(Ordering::Acquire) == seen {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(256) && started.elapsed() > SPIN {
+                if spins.is_multiple_of(256)
+                    && (started.elapsed() > SPIN || self.rest.load(Ordering::Relaxed) != rest)
+                {
                     let mut shared = self.lock();
                     shared.parked += 1;
                     while self.generation.load(Ordering::Acquire) == seen {
@@ -225,6 +233,16 @@ impl Team {
         if panicked {
             resume_unwind(payload.unwrap_or_else(|| Box::new("a kernel task panicked")));
         }
+    }
+}
+
+/// Asks the kernel threads spinning after a loop to park now instead of at the end of their
+/// spin, for a thread about to block until another thread of the process has computed
+/// something (a data loader's batch): the spin would hold the core that thread needs, for up
+/// to 2 ms. The next loop wakes them as usual.
+pub fn park_idle_threads() {
+    if let Some(team) = TEAM.get() {
+        team.rest.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -347,6 +365,25 @@ mod tests {
             map_tasks(300, |i| i * i),
             (0..300).map(|i| i * i).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn loops_after_the_helpers_were_asked_to_park_still_run_every_task() {
+        for round in 0..50 {
+            let hits: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+            for_each_task(hits.len(), |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            // parked or spinning, the helpers take part in the next loop
+            park_idle_threads();
+            if round % 2 == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            for_each_task(hits.len(), |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 2));
+        }
     }
 
     #[test]
