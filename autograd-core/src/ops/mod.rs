@@ -23,15 +23,24 @@ mod compare;
 mod construct;
 mod elementwise;
 mod elementwise_method;
+mod group_rows;
 mod index;
 mod index_axes;
 mod linalg;
+mod log_sum_exp;
+mod logical_reduce;
 mod mask;
+mod norm;
 mod operators;
+mod order;
 mod pointwise;
+mod product;
 mod reduce;
 mod reduce_axes;
 mod repeat;
+mod scan;
+mod selection;
+mod sort;
 mod special;
 mod split;
 mod unary;
@@ -52,11 +61,18 @@ pub use elementwise::{
 pub use index::embedding;
 pub use index_axes::{concat, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
+pub use log_sum_exp::logsumexp;
+pub use logical_reduce::{all, all_axes, any, any_axes, count_nonzero};
 pub use mask::{masked_fill, tril, triu};
+pub use norm::{norm, std_axes, NormOrd};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, pow};
+pub use product::{prod, prod_axis};
 pub use reduce::{mean, sum};
 pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
 pub use repeat::{flip, repeat, roll, tile};
+pub use scan::{cumprod, cumsum};
+pub use selection::{max_axis, min_axis, topk};
+pub use sort::{argsort, sort};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,
