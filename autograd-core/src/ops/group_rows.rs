@@ -76,7 +76,7 @@ impl Groups {
         let (rows, n) = (self.rows, self.rows.n);
         let out = read_rows::<T, _>(&self.view, rows, |e| {
             write_rows::<U, Vec<T>>(&self.view, rows, |k, buf, out| {
-                f(k, row(&e, k, n, buf), out)
+                f(k, row(&e, k, n, buf), out);
             })
         })?;
         match &self.inverse {
