@@ -45,12 +45,35 @@ fn row_logsumexp<T: Real>(x: &[T]) -> f64 {
 
 #[inline(always)]
 fn row_logsumexp_body<T: Real>(x: &[T]) -> f64 {
-    let m = row_max(x);
+    let m = max_or_nan(x);
     let mf: f64 = m.into();
     if !mf.is_finite() {
         return mf;
     }
     mf + log_sum_exp_shifted(x, m)
+}
+
+/// The largest element of `x` (NaN when any is NaN, -inf when `x` is empty), in lanes: a
+/// running maximum that ignores NaN and a NaN flag per lane, which vectorise, where
+/// [`row_max`]'s NaN-propagating fold runs one element at a time.
+#[inline(always)]
+fn max_or_nan<T: Real>(x: &[T]) -> T {
+    const LANES: usize = 16;
+    let mut m = [T::NEG_INFINITY; LANES];
+    let mut nan = [false; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let v = c[l];
+            m[l] = if v > m[l] { v } else { m[l] };
+            nan[l] |= v.is_nan_value();
+        }
+    }
+    let tail = row_max(chunks.remainder());
+    if nan.iter().any(|&n| n) {
+        return tail + T::from_f64(f64::NAN);
+    }
+    m.iter().fold(tail, |a, &v| a.max_of(v))
 }
 
 /// `g e^(x - y)` for one row (the gradient of one group).

@@ -10,6 +10,11 @@
 //! broadcasting pointwise ops of several tensors (`pointwise`: `atan2`, `pow`, `lerp`,
 //! `addcmul`, `addcdiv`).
 //!
+//! Reductions and scans as PyTorch's (issue 38): `logsumexp`, `prod`/`prod_axis`,
+//! `cumsum`/`cumprod` (`scan`), `std_axes` and `norm` with [`NormOrd`], `max_axis`/`min_axis`
+//! and `topk` with Int64 indices (`selection`), `sort`/`argsort` (stable), and the truth
+//! reductions `all`/`any`/`count_nonzero` (`logical_reduce`).
+//!
 //! Axes are written as in PyTorch wherever an op takes one: an [`Axis`](crate::Axis) (`-1` is
 //! the last) or an [`IntList`](crate::IntList) of them, and shapes take one `-1` to infer
 //! (`reshape`, `view`, `unflatten`) or keep (`broadcast_to`, `expand`) an extent. The public

@@ -130,3 +130,18 @@ pub(crate) fn scatter_back(
         )
     })?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Ordered;
+    use std::cmp::Ordering;
+
+    #[test]
+    fn nan_is_above_every_number_and_equal_to_itself() {
+        assert_eq!(f32::NAN.order(f32::INFINITY), Ordering::Greater);
+        assert_eq!(1.0f64.order(f64::NAN), Ordering::Less);
+        assert_eq!(f32::NAN.order(f32::NAN), Ordering::Equal);
+        assert_eq!((-0.0f32).order(0.0), Ordering::Equal);
+        assert_eq!(3i64.order(-2), Ordering::Greater);
+    }
+}

@@ -180,3 +180,19 @@ impl Tensor {
         prod_axis(self, axis, keepdim)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::product_gradient_row;
+
+    #[test]
+    fn product_gradients_follow_pytorchs_zero_rules() {
+        let mut out = [0.0f32; 4];
+        product_gradient_row(&[2.0, 0.0, 3.0, 4.0], 1.0, &mut Vec::new(), &mut out);
+        assert_eq!(out, [0.0, 24.0, 0.0, 0.0]);
+        product_gradient_row(&[2.0, 0.0, 3.0, 0.0], 1.0, &mut Vec::new(), &mut out);
+        assert_eq!(out, [0.0; 4]);
+        product_gradient_row(&[2.0, -1.0, 3.0, 4.0], 0.5, &mut Vec::new(), &mut out);
+        assert_eq!(out, [-6.0, 12.0, -4.0, -3.0]);
+    }
+}

@@ -127,25 +127,75 @@ fn row_extremum<T: Ordered>(x: &[T], best: Best) -> (T, i64) {
     (x[at], at as i64)
 }
 
+/// Elements per block of [`row_topk`]'s pre-check.
+const BLOCK: usize = 16;
+
+/// `v` (at index `j`) placed into `top` (sorted best first, ties by index): written over the
+/// last slot when `top` is full (the caller checked that `v` beats it), else appended, then
+/// moved up past every element it ranks before. A new element usually ranks near the end, so
+/// this is a step or two.
+fn insert_ranked<T: Ordered>(top: &mut Vec<(T, usize)>, v: T, j: usize, best: Best, k: usize) {
+    if top.len() == k {
+        top[k - 1] = (v, j);
+    } else {
+        top.push((v, j));
+    }
+    let mut at = top.len() - 1;
+    while at > 0 && best.before(v, top[at - 1].0) {
+        top.swap(at, at - 1);
+        at -= 1;
+    }
+}
+
+/// Whether some element of `block` may rank before `worst`: `!(v <= worst)` for the largest
+/// (true for a NaN on either side), `!(v >= worst)` for the smallest; a fold without early
+/// exit, so that it compiles to plain comparisons. [`Best::before`] decides the few that pass.
+#[allow(clippy::neg_cmp_op_on_partial_ord, clippy::needless_bitwise_bool)]
+fn could_beat<T: Ordered>(block: &[T], worst: T, best: Best) -> bool {
+    match best {
+        Best::Largest => block.iter().fold(false, |a, &v| a | !(v <= worst)),
+        Best::Smallest => block.iter().fold(false, |a, &v| a | !(v >= worst)),
+    }
+}
+
 /// The `k` best of one row with their indices (best first; ties to the lower index).
 fn row_topk<T: Ordered>(x: &[T], k: usize, best: Best) -> (Vec<T>, Vec<i64>) {
-    let mut top: Vec<(T, usize)> = Vec::with_capacity(k + 1);
     if k == 0 {
         return (Vec::new(), Vec::new());
     }
-    if k <= 64 {
-        for (j, &v) in x.iter().enumerate() {
-            if top.len() == k {
-                // the worst kept is last: most elements stop at this one comparison
-                if !best.before(v, top[k - 1].0) {
-                    continue;
+    let top = if k <= 64 {
+        let mut top: Vec<(T, usize)> = Vec::with_capacity(k);
+        if let Some(t) = threshold(x, k, best) {
+            // only elements ranking at least as well as `t` can be among the k best
+            for (j, &v) in x.iter().enumerate() {
+                let candidate = match best {
+                    Best::Largest => v >= t,
+                    Best::Smallest => v <= t,
+                };
+                if candidate && (top.len() < k || best.before(v, top[k - 1].0)) {
+                    insert_ranked(&mut top, v, j, best, k);
                 }
-                top.pop();
             }
-            // after every kept element that ranks before or ties with v (an earlier index)
-            let at = top.partition_point(|&(t, _)| !best.before(v, t));
-            top.insert(at, (v, j));
+            return unzip_top(top);
         }
+        for (j, &v) in x.iter().enumerate().take(k) {
+            insert_ranked(&mut top, v, j, best, k);
+        }
+        // a block whose elements all rank at most as the worst kept costs one comparison
+        // each; the few elements that may beat it are placed exactly
+        let mut base = k.min(x.len());
+        for block in x[base..].chunks(BLOCK) {
+            if could_beat(block, top[k - 1].0, best) {
+                for (j, &v) in block.iter().enumerate() {
+                    let worst = top[k - 1].0;
+                    if could_beat(&[v], worst, best) && best.before(v, worst) {
+                        insert_ranked(&mut top, v, base + j, best, k);
+                    }
+                }
+            }
+            base += block.len();
+        }
+        top
     } else {
         let mut all: Vec<(T, usize)> = x.iter().copied().zip(0..).collect();
         let rank = |p: &(T, usize), q: &(T, usize)| {
@@ -162,10 +212,65 @@ fn row_topk<T: Ordered>(x: &[T], k: usize, best: Best) -> (Vec<T>, Vec<i64>) {
             all.truncate(k);
         }
         all.sort_unstable_by(rank);
-        top = all;
-    }
+        all
+    };
+    unzip_top(top)
+}
+
+/// The kept `(value, index)` pairs as values and Int64 indices.
+fn unzip_top<T: Ordered>(top: Vec<(T, usize)>) -> (Vec<T>, Vec<i64>) {
     // extents fit i64: they count elements of an allocated tensor
     top.into_iter().map(|(v, j)| (v, j as i64)).unzip()
+}
+
+/// Lanes of [`threshold`]'s running extremes.
+const LANES: usize = 16;
+
+/// A value at least `k` elements of `x` rank at least as well as (so every one of the `k` best
+/// does too): the `k`-th best of the best elements of [`LANES`] interleaved groups, found in
+/// one pass of plain comparisons. `None` when `x` holds a NaN, is shorter than two rounds of
+/// lanes, or `k` exceeds the lanes (the caller then scans every element exactly).
+#[allow(clippy::needless_bitwise_bool)]
+fn threshold<T: Ordered>(x: &[T], k: usize, best: Best) -> Option<T> {
+    if k > LANES || x.len() < 2 * LANES {
+        return None;
+    }
+    let mut m: [T; LANES] = std::array::from_fn(|l| x[l]);
+    let mut nan = [false; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    // one loop per direction, so that each compiles to lane-wise comparisons
+    match best {
+        Best::Largest => {
+            for c in &mut chunks {
+                for l in 0..LANES {
+                    m[l] = if c[l] > m[l] { c[l] } else { m[l] };
+                    nan[l] |= c[l].is_nan_elem();
+                }
+            }
+        }
+        Best::Smallest => {
+            for c in &mut chunks {
+                for l in 0..LANES {
+                    m[l] = if c[l] < m[l] { c[l] } else { m[l] };
+                    nan[l] |= c[l].is_nan_elem();
+                }
+            }
+        }
+    }
+    if nan.iter().any(|&n| n) || chunks.remainder().iter().any(|v| v.is_nan_elem()) {
+        return None;
+    }
+    // without NaN the order is total
+    m.sort_unstable_by(|&p, &q| {
+        if best.before(p, q) {
+            Ordering::Less
+        } else if best.before(q, p) {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
+    });
+    Some(m[k - 1])
 }
 
 /// The extremum of every row along `axis`, for one element type.
@@ -309,5 +414,53 @@ impl Tensor {
         sorted: bool,
     ) -> Result<(Tensor, Tensor)> {
         topk(self, k, axis, largest, sorted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{row_extremum, row_topk, Best};
+
+    #[test]
+    fn both_topk_paths_keep_the_lower_index_among_ties() {
+        let x = [1.0f32, 3.0, 3.0, 2.0, 3.0, f32::NAN];
+        let (v, i) = row_topk(&x, 3, Best::Largest);
+        assert!(v[0].is_nan());
+        assert_eq!((&v[1..], i), (&[3.0f32, 3.0][..], vec![5, 1, 2]));
+        assert_eq!(row_topk(&x, 2, Best::Smallest).1, [0, 3]);
+        // the selection path (k > 64) agrees with the buffer path
+        let long: Vec<i32> = (0..200).map(|j| (j * 37) % 11).collect();
+        let (_, big) = row_topk(&long, 70, Best::Smallest);
+        let mut want: Vec<i64> = (0..200).collect();
+        want.sort_by_key(|&j| (long[usize::try_from(j).unwrap()], j));
+        assert_eq!(big, want[..70]);
+    }
+
+    #[test]
+    fn long_rows_with_ties_agree_with_a_full_sort() {
+        // 400 elements with many ties: the blocked scan equals a full sort
+        let x: Vec<f32> = (0..400).map(|j| ((j * 37) % 23) as f32 - 11.0).collect();
+        for (best, sign) in [(Best::Largest, -1.0f32), (Best::Smallest, 1.0)] {
+            for k in [1, 3, 6] {
+                let (v, i) = row_topk(&x, k, best);
+                let mut want: Vec<usize> = (0..400).collect();
+                want.sort_by(|&a, &b| (sign * x[a]).total_cmp(&(sign * x[b])).then(a.cmp(&b)));
+                let want: Vec<i64> = want[..k].iter().map(|&j| j as i64).collect();
+                assert_eq!(i, want, "k = {k}");
+                assert_eq!(v, want.iter().map(|&j| x[j as usize]).collect::<Vec<_>>());
+            }
+        }
+        // a NaN is the largest
+        let mut y = x.clone();
+        y[390] = f32::NAN;
+        assert_eq!(row_topk(&y, 2, Best::Largest).1[0], 390);
+    }
+
+    #[test]
+    fn extrema_return_the_first_best_or_the_first_nan() {
+        assert_eq!(row_extremum(&[1, 5, 5, 2], Best::Largest), (5, 1));
+        assert_eq!(row_extremum(&[1, 0, 0], Best::Smallest), (0, 1));
+        let (v, i) = row_extremum(&[1.0f64, f64::NAN, 9.0, f64::NAN], Best::Smallest);
+        assert!(v.is_nan() && i == 1);
     }
 }
