@@ -10,6 +10,11 @@
 //! broadcasting pointwise ops of several tensors (`pointwise`: `atan2`, `pow`, `lerp`,
 //! `addcmul`, `addcdiv`).
 //!
+//! Reductions and scans as PyTorch's (issue 38): `logsumexp`, `prod`/`prod_axis`,
+//! `cumsum`/`cumprod` (`scan`), `std_axes` and `norm` with [`NormOrd`], `max_axis`/`min_axis`
+//! and `topk` with Int64 indices (`selection`), `sort`/`argsort` (stable), and the truth
+//! reductions `all`/`any`/`count_nonzero` (`logical_reduce`).
+//!
 //! Axes are written as in PyTorch wherever an op takes one: an [`Axis`](crate::Axis) (`-1` is
 //! the last) or an [`IntList`](crate::IntList) of them, and shapes take one `-1` to infer
 //! (`reshape`, `view`, `unflatten`) or keep (`broadcast_to`, `expand`) an extent. The public
@@ -24,17 +29,26 @@ mod construct;
 mod diagonal;
 mod elementwise;
 mod elementwise_method;
+mod group_rows;
 mod index;
 mod index_axes;
 mod linalg;
+mod log_sum_exp;
+mod logical_reduce;
 mod mask;
+mod norm;
 mod operators;
+mod order;
 mod pad;
 mod pointwise;
+mod product;
 mod reduce;
 mod reduce_axes;
 mod repeat;
+mod scan;
 mod scatter;
+mod selection;
+mod sort;
 mod special;
 mod split;
 mod take;
@@ -59,13 +73,20 @@ pub use elementwise::{
 pub use index::embedding;
 pub use index_axes::{concat, gather, index_select, scatter_add, stack};
 pub use linalg::{linear, matmul};
+pub use log_sum_exp::logsumexp;
+pub use logical_reduce::{all, all_axes, any, any_axes, count_nonzero};
 pub use mask::{masked_fill, tril, triu};
+pub use norm::{norm, std_axes, NormOrd};
 pub use pad::{pad, PadMode};
 pub use pointwise::{addcdiv, addcmul, atan2, lerp, lerp_tensor, pow};
+pub use product::{prod, prod_axis};
 pub use reduce::{mean, sum};
 pub use reduce_axes::{argmax, argmin, max_axes, mean_axes, min_axes, sum_axes, var_axes};
 pub use repeat::{flip, repeat, repeat_interleave, roll, tile, Repeats};
+pub use scan::{cumprod, cumsum};
 pub use scatter::{index_add, index_put, scatter, scatter_value};
+pub use selection::{max_axis, min_axis, topk};
+pub use sort::{argsort, sort};
 pub use special::{
     ceil, erf, erfinv, expm1, floor, isfinite, isinf, isnan, log1p, nan_to_num, reciprocal, round,
     sign,

@@ -6,6 +6,7 @@
 //! their peak RSS is their own.
 
 mod gpt;
+mod reductions;
 mod state_dict;
 
 use std::fmt::Write as _;
@@ -23,7 +24,7 @@ use autograd_ops::{
 
 const ALL: &[&str] = &[
     "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "T1", "D1", "S1", "W11", "W12",
-    "W12c",
+    "W12c", "R1",
 ];
 
 struct Args {
@@ -780,6 +781,7 @@ fn bench() -> Result<()> {
             "D1" => d1(args.quick)?,
             "S1" => state_dict::s1(args.quick, args.child)?,
             "W11" | "W12" | "W12c" => gpt::run(w, args.quick, args.child)?,
+            "R1" => reductions::r1(args.quick)?,
             other => unreachable!("workload {other} was checked against ALL"),
         }
     }
