@@ -354,3 +354,26 @@ fn bad_masks_and_options_are_errors_of_the_right_kind_and_change_nothing() {
         assert!(x.grad().unwrap().is_none());
     }
 }
+
+#[test]
+fn an_empty_key_axis_gives_a_zero_context_and_zero_gradients() {
+    // PyTorch 2.15: SDPA over T_k = 0 is all zeros, and so is q's gradient
+    let q = t(&noise(24, 1), &[1, 2, 3, 4]);
+    let (k, v) = (t(&[], &[1, 2, 0, 4]), t(&[], &[1, 2, 0, 4]));
+    let pad = Tensor::from_vec(Vec::<bool>::new(), shape![1, 0]).unwrap();
+    for options in [
+        AttentionOptions::new(),
+        AttentionOptions::new()
+            .causal(true)
+            .mask(AttentionMask::KeyPadding(pad)),
+    ] {
+        for o in forms(&[q.clone(), k.clone(), v.clone()], &options).unwrap() {
+            assert_eq!(o.dims(), [1, 2, 3, 4]);
+            assert!(vals(&o).iter().all(|&x| x == 0.0));
+            let g = t(&noise(24, 2), &[1, 2, 3, 4]);
+            let grads = grad(&o, &[&q, &k, &v], &g, GradOptions::default()).unwrap();
+            assert!(vals(grads[0].as_ref().unwrap()).iter().all(|&x| x == 0.0));
+            assert_eq!(grads[1].as_ref().unwrap().dims(), [1, 2, 0, 4]);
+        }
+    }
+}

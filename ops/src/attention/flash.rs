@@ -180,7 +180,9 @@ fn backward(
         q.tensor(),
         [&g.context_dims(), &g.key_dims()],
         |dq, dk, dv| {
-            if g.is_empty() {
+            if g.is_empty() || g.tk == 0 {
+                // nothing reaches q through an empty key axis; k and v get zeros
+                dq.fill(0.0);
                 dk.fill(0.0);
                 dv.fill(0.0);
                 return Ok(());

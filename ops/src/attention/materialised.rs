@@ -140,6 +140,11 @@ fn forward([q, k, v]: [&Tensor; 3], g: &Dims, rule: &Rule) -> Result<(Tensor, Te
             if g.is_empty() {
                 return Ok(());
             }
+            if g.tk == 0 {
+                // no key to attend to: every row is zero, as PyTorch's
+                o.fill(0.0);
+                return Ok(());
+            }
             let items: Vec<_> = o
                 .chunks_mut(g.head_len(Side::Query))
                 .zip(p.chunks_mut(g.tq * g.tk.max(1)))
@@ -188,7 +193,9 @@ fn backward(
         q.tensor(),
         [&g.context_dims(), &g.key_dims()],
         |dq, dk, dv| {
-            if g.is_empty() {
+            if g.is_empty() || g.tk == 0 {
+                // nothing reaches q through an empty key axis; k and v get zeros
+                dq.fill(0.0);
                 dk.fill(0.0);
                 dv.fill(0.0);
                 return Ok(());
