@@ -9,8 +9,8 @@ use autograd_core::{differentiable, simd, Result, Tensor};
 
 use super::geometry::{Dims, Side};
 use super::head::{
-    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, zeroed,
-    HeadGrads, Input, Scratch, Want,
+    for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero, zeroed,
+    Gradients, HeadGrads, Input, Scratch, Want,
 };
 use super::options::AttentionOptions;
 use super::rule::{Rule, Spec};
@@ -152,87 +152,32 @@ fn forward([q, k, v]: [&Tensor; 3], g: &Dims, rule: &Rule) -> Result<(Tensor, Te
 
 /// The wanted gradients of q, k, v and the mask from the saved context and logsumexp and the
 /// cotangent `go`.
-#[allow(clippy::type_complexity)]
 fn backward(
     [q, k, v]: [&Tensor; 3],
     mask: Option<&Tensor>,
     [output, lse, go]: [&Tensor; 3],
     spec: Spec,
     want: Want,
-) -> Result<(
-    Option<Tensor>,
-    Option<Tensor>,
-    Option<Tensor>,
-    Option<Tensor>,
-)> {
+) -> Result<Gradients> {
     if !(want.q || want.k || want.v || want.mask) {
         return Ok((None, None, None, None));
     }
     let (g, rule) = spec.resolve([q, k, v], mask)?;
     let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
     let (o, lse, go) = (Input::new(output)?, Input::new(lse)?, Input::new(go)?);
-    let mut dmask = if want.mask {
-        autograd_core::kernel::alloc::filled(g.heads() * g.tq * g.tk, 0.0f32)?
-    } else {
-        Vec::new()
-    };
-    let (dq, dk, dv) = results3(
-        q.tensor(),
-        [&g.context_dims(), &g.key_dims()],
-        |dq, dk, dv| {
-            if g.is_empty() || g.tk == 0 {
-                // nothing reaches q through an empty key axis; k and v get zeros
-                dq.fill(0.0);
-                dk.fill(0.0);
-                dv.fill(0.0);
-                return Ok(());
-            }
-            let (nq, nk) = (g.head_len(Side::Query), g.head_len(Side::Key));
-            let mut ds_chunks: Vec<Option<&mut [f32]>> = if want.mask {
-                dmask.chunks_mut(g.tq * g.tk).map(Some).collect()
-            } else {
-                (0..g.heads()).map(|_| None).collect()
-            };
-            let items: Vec<_> = dq
-                .chunks_mut(nq)
-                .zip(dk.chunks_mut(nk))
-                .zip(dv.chunks_mut(nk))
-                .zip(ds_chunks.drain(..))
-                .enumerate()
-                .collect();
-            for_each_head(&g, items, |(b, (((dq, dk), dv), ds)), s| {
-                s.reserve_accumulators(&g)?;
-                pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
-                pack_transposed(&mut s.kt, &mut s.tmp, &k, b, &g)?;
-                pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
-                pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
-                pack_rows(&mut s.go, &go, (b, Side::Query), &g, 1.0)?;
-                // the context rows, for delta = rowsum(dO ∘ O)
-                pack_rows(&mut s.acc_v, &o, (b, Side::Query), &g, 1.0)?;
-                zeroed(&mut s.lse, g.padded(Side::Query))?;
-                lse.copy_out(b * g.tq, &mut s.lse[..g.tq])?;
-                let grads = HeadGrads {
-                    dq,
-                    dk,
-                    dv,
-                    ds,
-                    want,
-                };
-                backward_head(&g, (&rule, b), grads, s);
-                Ok(())
-            })
-        },
-    )?;
-    let dmask = match (want.mask, &rule.bias, mask) {
-        (true, Some(bias), Some(mask)) => Some(bias.gradient(dmask, &g, mask)?),
-        _ => None,
-    };
-    Ok((
-        want.q.then_some(dq),
-        want.k.then_some(dk),
-        want.v.then_some(dv),
-        dmask,
-    ))
+    gradients(&g, &rule, (q.tensor(), mask), want, |b, grads, s| {
+        pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
+        pack_transposed(&mut s.kt, &mut s.tmp, &k, b, &g)?;
+        pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
+        pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
+        pack_rows(&mut s.go, &go, (b, Side::Query), &g, 1.0)?;
+        // the context rows, for delta = rowsum(dO ∘ O)
+        pack_rows(&mut s.acc_v, &o, (b, Side::Query), &g, 1.0)?;
+        zeroed(&mut s.lse, g.padded(Side::Query))?;
+        lse.copy_out(b * g.tq, &mut s.lse[..g.tq])?;
+        backward_head(&g, (&rule, b), grads, s);
+        Ok(())
+    })
 }
 
 simd!(fn forward_head(g: &Dims, head: (&Rule, usize), o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);

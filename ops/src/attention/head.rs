@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use autograd_core::{bail, ensure, kernel, Layout, Result, Tensor};
 
 use super::geometry::{Dims, Side};
+use super::rule::Rule;
 use super::tile::BLOCK;
 
 /// The gradients of one head's q (`T_q x D`), k and v (`T_k x D`), row-major, the scores'
@@ -369,4 +370,73 @@ pub(super) fn for_each_head<T: Send>(
     } else {
         with_scratch(|s| items.into_iter().try_for_each(|item| f(item, s)))
     }
+}
+
+/// The gradients of q, k, v and the mask an attention backward returns.
+pub(super) type Gradients = (
+    Option<Tensor>,
+    Option<Tensor>,
+    Option<Tensor>,
+    Option<Tensor>,
+);
+
+/// The wanted gradients of one backward call: the results of q's, k's and v's shapes (in
+/// `like`'s carrier class) split by head with the scores' gradient when the mask's is wanted,
+/// `head(b, grads, scratch)` run for every head across the kernel threads, and the scores'
+/// gradient summed back to the mask's shape. An empty key axis gives zeros.
+pub(super) fn gradients(
+    g: &Dims,
+    rule: &Rule,
+    (like, mask): (&Tensor, Option<&Tensor>),
+    want: Want,
+    head: impl Fn(usize, HeadGrads<'_>, &mut Scratch) -> Result<()> + Sync,
+) -> Result<Gradients> {
+    let mut dmask = if want.mask {
+        kernel::alloc::filled(g.heads() * g.tq * g.tk, 0.0f32)?
+    } else {
+        Vec::new()
+    };
+    let (dq, dk, dv) = results3(like, [&g.context_dims(), &g.key_dims()], |dq, dk, dv| {
+        if g.is_empty() || g.tk == 0 {
+            // nothing reaches q through an empty key axis; k and v get zeros
+            dq.fill(0.0);
+            dk.fill(0.0);
+            dv.fill(0.0);
+            return Ok(());
+        }
+        let (nq, nk) = (g.head_len(Side::Query), g.head_len(Side::Key));
+        let ds: Vec<Option<&mut [f32]>> = if want.mask {
+            dmask.chunks_mut(g.tq * g.tk).map(Some).collect()
+        } else {
+            (0..g.heads()).map(|_| None).collect()
+        };
+        let items: Vec<_> = dq
+            .chunks_mut(nq)
+            .zip(dk.chunks_mut(nk))
+            .zip(dv.chunks_mut(nk))
+            .zip(ds)
+            .enumerate()
+            .collect();
+        for_each_head(g, items, |(b, (((dq, dk), dv), ds)), s| {
+            s.reserve_accumulators(g)?;
+            let grads = HeadGrads {
+                dq,
+                dk,
+                dv,
+                ds,
+                want,
+            };
+            head(b, grads, s)
+        })
+    })?;
+    let dmask = match (want.mask, &rule.bias, mask) {
+        (true, Some(bias), Some(mask)) => Some(bias.gradient(dmask, g, mask)?),
+        _ => None,
+    };
+    Ok((
+        want.q.then_some(dq),
+        want.k.then_some(dk),
+        want.v.then_some(dv),
+        dmask,
+    ))
 }

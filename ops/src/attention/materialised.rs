@@ -8,8 +8,8 @@ use autograd_core::{differentiable, simd, Result, Tensor};
 
 use super::geometry::{Dims, Side};
 use super::head::{
-    for_each_head, pack_forward, pack_rows, pack_transposed, results2, results3, rezero, HeadGrads,
-    Input, Scratch, Want,
+    for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero,
+    Gradients, HeadGrads, Input, Scratch, Want,
 };
 use super::options::AttentionOptions;
 use super::rule::{Rule, Spec};
@@ -162,7 +162,6 @@ fn forward([q, k, v]: [&Tensor; 3], g: &Dims, rule: &Rule) -> Result<(Tensor, Te
 
 /// The wanted gradients of q, k, v and the mask from the probabilities and the cotangents of
 /// the context and of the probabilities.
-#[allow(clippy::type_complexity)]
 fn backward(
     [q, k, v]: [&Tensor; 3],
     mask: Option<&Tensor>,
@@ -170,12 +169,7 @@ fn backward(
     (go, gp): (Option<&Tensor>, Option<&Tensor>),
     spec: Spec,
     want: Want,
-) -> Result<(
-    Option<Tensor>,
-    Option<Tensor>,
-    Option<Tensor>,
-    Option<Tensor>,
-)> {
+) -> Result<Gradients> {
     if !(want.q || want.k || want.v || want.mask) {
         return Ok((None, None, None, None));
     }
@@ -184,71 +178,22 @@ fn backward(
     let p = Input::new(p)?;
     let go = go.map(Input::new).transpose()?;
     let gp = gp.map(Input::new).transpose()?;
-    let mut dmask = if want.mask {
-        autograd_core::kernel::alloc::filled(g.heads() * g.tq * g.tk, 0.0f32)?
-    } else {
-        Vec::new()
-    };
-    let (dq, dk, dv) = results3(
-        q.tensor(),
-        [&g.context_dims(), &g.key_dims()],
-        |dq, dk, dv| {
-            if g.is_empty() || g.tk == 0 {
-                // nothing reaches q through an empty key axis; k and v get zeros
-                dq.fill(0.0);
-                dk.fill(0.0);
-                dv.fill(0.0);
-                return Ok(());
-            }
-            let (nq, nk) = (g.head_len(Side::Query), g.head_len(Side::Key));
-            let mut ds_chunks: Vec<Option<&mut [f32]>> = if want.mask {
-                dmask.chunks_mut(g.tq * g.tk).map(Some).collect()
-            } else {
-                (0..g.heads()).map(|_| None).collect()
-            };
-            let items: Vec<_> = dq
-                .chunks_mut(nq)
-                .zip(dk.chunks_mut(nk))
-                .zip(dv.chunks_mut(nk))
-                .zip(ds_chunks.drain(..))
-                .enumerate()
-                .collect();
-            for_each_head(&g, items, |(b, (((dq, dk), dv), ds)), s| {
-                s.reserve_accumulators(&g)?;
-                pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
-                pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
-                if let Some(go) = &go {
-                    pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
-                    pack_rows(&mut s.go, go, (b, Side::Query), &g, 1.0)?;
-                }
-                let cot = Cotangents {
-                    rule: &rule,
-                    head: b,
-                    p: &p,
-                    go: go.is_some(),
-                    gp: gp.as_ref(),
-                };
-                let grads = HeadGrads {
-                    dq,
-                    dk,
-                    dv,
-                    ds,
-                    want,
-                };
-                backward_head(&g, cot, grads, s)
-            })
-        },
-    )?;
-    let dmask = match (want.mask, &rule.bias, mask) {
-        (true, Some(bias), Some(mask)) => Some(bias.gradient(dmask, &g, mask)?),
-        _ => None,
-    };
-    Ok((
-        want.q.then_some(dq),
-        want.k.then_some(dk),
-        want.v.then_some(dv),
-        dmask,
-    ))
+    gradients(&g, &rule, (q.tensor(), mask), want, |b, grads, s| {
+        pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
+        pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
+        if let Some(go) = &go {
+            pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
+            pack_rows(&mut s.go, go, (b, Side::Query), &g, 1.0)?;
+        }
+        let cot = Cotangents {
+            rule: &rule,
+            head: b,
+            p: &p,
+            go: go.is_some(),
+            gp: gp.as_ref(),
+        };
+        backward_head(&g, cot, grads, s)
+    })
 }
 
 /// One head's rule and probabilities and the cotangents that reached the probabilities (read
