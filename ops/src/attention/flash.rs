@@ -7,6 +7,7 @@
 use autograd_core::kernel::Madd;
 use autograd_core::{differentiable, simd, Result, Tensor};
 
+use super::causal_self_attention;
 use super::geometry::{Dims, Side};
 use super::head::{
     for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero, zeroed,
@@ -14,7 +15,6 @@ use super::head::{
 };
 use super::options::AttentionOptions;
 use super::rule::{Rule, Spec};
-use super::self_attention;
 use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Scaled-dot-product attention over q `[B, H, T_q, D]` and k, v `[B, H, T_k, D]` (Float32),
@@ -79,14 +79,7 @@ pub fn flash_causal_attention(
     v: &Tensor,
     scale: Option<f32>,
 ) -> Result<Tensor> {
-    let op = "flash_causal_attention";
-    self_attention(op, [q, k, v])?;
-    let options = AttentionOptions {
-        causal: true,
-        scale,
-        ..AttentionOptions::default()
-    };
-    let (spec, _) = Spec::of(op, &options);
+    let spec = causal_self_attention("flash_causal_attention", [q, k, v], scale)?;
     flash(q, k, v, None, spec)
 }
 

@@ -6,6 +6,7 @@
 use autograd_core::kernel::Madd;
 use autograd_core::{differentiable, simd, Result, Tensor};
 
+use super::causal_self_attention;
 use super::geometry::{Dims, Side};
 use super::head::{
     for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero,
@@ -13,7 +14,6 @@ use super::head::{
 };
 use super::options::AttentionOptions;
 use super::rule::{Rule, Spec};
-use super::self_attention;
 use super::tile::{self, Coef, Tri, BLOCK};
 
 /// Scaled-dot-product attention keeping the probabilities: returns `(context, probabilities)`
@@ -77,14 +77,7 @@ pub fn causal_attention(
     v: &Tensor,
     scale: Option<f32>,
 ) -> Result<(Tensor, Tensor)> {
-    let op = "causal_attention";
-    self_attention(op, [q, k, v])?;
-    let options = AttentionOptions {
-        causal: true,
-        scale,
-        ..AttentionOptions::default()
-    };
-    let (spec, _) = Spec::of(op, &options);
+    let spec = causal_self_attention("causal_attention", [q, k, v], scale)?;
     materialised(q, k, v, None, spec)
 }
 

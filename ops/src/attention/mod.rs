@@ -27,8 +27,13 @@ pub use options::{AttentionDropout, AttentionMask, AttentionOptions};
 
 use autograd_core::{ensure, Result, Tensor};
 
-/// The causal self-attention forms' own check: q, k and v of one shape.
-fn self_attention(op: &str, [q, k, v]: [&Tensor; 3]) -> Result<()> {
+/// The spec of the causal self-attention forms: q, k and v of one shape (their own check,
+/// beyond the general forms'), the causal mask and `scale`.
+fn causal_self_attention(
+    op: &'static str,
+    [q, k, v]: [&Tensor; 3],
+    scale: Option<f32>,
+) -> Result<rule::Spec> {
     if q.dims().len() == 4 && k.dims().len() == 4 && v.dims().len() == 4 {
         ensure!(
             k.dims() == q.dims() && v.dims() == q.dims(),
@@ -39,5 +44,10 @@ fn self_attention(op: &str, [q, k, v]: [&Tensor; 3]) -> Result<()> {
             v.shape()
         );
     }
-    Ok(())
+    let options = AttentionOptions {
+        causal: true,
+        scale,
+        ..AttentionOptions::default()
+    };
+    Ok(rule::Spec::of(op, &options).0)
 }
