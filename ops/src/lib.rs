@@ -72,6 +72,7 @@ pub mod module;
 mod nn;
 pub mod optim;
 pub mod persist;
+mod pooling;
 
 pub use attention::{
     attention_with_probabilities, causal_attention, flash_causal_attention,
@@ -91,6 +92,10 @@ pub use nn::{
 pub use nn::{
     cross_entropy, dropout, layer_norm, log_softmax, mse_loss, nll_loss, softmax,
     CrossEntropyOptions, LayerNorm,
+};
+pub use pooling::{
+    adaptive_avg_pool2d, avg_pool2d, interpolate, max_pool2d, max_pool2d_with_indices,
+    Interpolation, Pool2dOptions,
 };
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 pub use optim::{Adagrad, AdagradConfig, Adam, AdamConfig, ParamGroup, RmsProp, RmsPropConfig};
