@@ -18,8 +18,11 @@ fn windows(input: usize, output: usize) -> Vec<Range<usize>> {
     (0..output).map(|o| window(o, input, output)).collect()
 }
 
+/// The windows of the rows and of the columns.
+type Windows = (Vec<Range<usize>>, Vec<Range<usize>>);
+
 /// Checks `x` and `size`; the planes and each axis's windows.
-fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Vec<Range<usize>>, Vec<Range<usize>>)> {
+fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Windows)> {
     let planes = Planes::of("adaptive_avg_pool2d", x)?;
     let [h, w] = planes.hw;
     ensure!(
@@ -27,7 +30,7 @@ fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Vec<Range<usize>>, 
         Value,
         "adaptive_avg_pool2d: the output size {size:?} and the input's last extents [{h}, {w}] must be positive"
     );
-    Ok((planes, windows(h, size[0]), windows(w, size[1])))
+    Ok((planes, (windows(h, size[0]), windows(w, size[1]))))
 }
 
 /// The mean over adaptive windows of the last two axes of `x` (`[N, C, H, W]` or
@@ -52,7 +55,7 @@ fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Vec<Range<usize>>, 
 pub fn adaptive_avg_pool2d(x: &Tensor, size: [usize; 2]) -> Result<Tensor> {
     // y(o) = mean of x over window(o)  =>  dx(i) += g(o) / |window(o)| for i in window(o)
     fn vjp(g: &Tensor, x: &Tensor, size: [usize; 2]) -> Result<Option<Tensor>> {
-        let (planes, rows, cols) = geometry(x, size)?;
+        let (planes, (rows, cols)) = geometry(x, size)?;
         let width = planes.hw[1];
         let sizes = (size[0] * size[1], planes.hw[0] * width);
         let work = g.size() * sizes.1.div_ceil(sizes.0.max(1));
@@ -70,7 +73,7 @@ pub fn adaptive_avg_pool2d(x: &Tensor, size: [usize; 2]) -> Result<Tensor> {
             }
         })?))
     }
-    let (planes, rows, cols) = geometry(x, size)?;
+    let (planes, (rows, cols)) = geometry(x, size)?;
     let width = planes.hw[1];
     let sizes = (planes.hw[0] * width, size[0] * size[1]);
     let work = planes.count() * sizes.0.max(sizes.1);
@@ -79,7 +82,9 @@ pub fn adaptive_avg_pool2d(x: &Tensor, size: [usize; 2]) -> Result<Tensor> {
             for (ow, rw) in cols.iter().enumerate() {
                 let mut sum = 0.0f32;
                 for r in rh.clone() {
-                    sum += xp[r * width + rw.start..r * width + rw.end].iter().sum::<f32>();
+                    sum += xp[r * width + rw.start..r * width + rw.end]
+                        .iter()
+                        .sum::<f32>();
                 }
                 out[oh * size[1] + ow] = sum / (rh.len() * rw.len()) as f32;
             }

@@ -91,7 +91,11 @@ fn linear(input: usize, output: usize, align_corners: bool) -> Vec<Tap> {
 }
 
 /// The taps of both axes for `mode`, after checking `x` and `size`.
-fn geometry(x: &Tensor, size: [usize; 2], mode: Interpolation) -> Result<(Planes, Vec<Tap>, Vec<Tap>)> {
+fn geometry(
+    x: &Tensor,
+    size: [usize; 2],
+    mode: Interpolation,
+) -> Result<(Planes, Vec<Tap>, Vec<Tap>)> {
     let planes = Planes::of("interpolate", x)?;
     let [h, w] = planes.hw;
     ensure!(
@@ -126,24 +130,35 @@ fn geometry(x: &Tensor, size: [usize; 2], mode: Interpolation) -> Result<(Planes
 #[differentiable]
 pub fn interpolate(x: &Tensor, size: [usize; 2], mode: Interpolation) -> Result<Tensor> {
     // y(o, p) = sum over taps of wh wv x(i, j)  =>  dx(i, j) += wh wv g(o, p)
-    fn vjp(g: &Tensor, x: &Tensor, size: [usize; 2], mode: Interpolation) -> Result<Option<Tensor>> {
+    fn vjp(
+        g: &Tensor,
+        x: &Tensor,
+        size: [usize; 2],
+        mode: Interpolation,
+    ) -> Result<Option<Tensor>> {
         let (planes, rows, cols) = geometry(x, size, mode)?;
         let width = planes.hw[1];
         let sizes = (size[0] * size[1], planes.hw[0] * width);
         let layout = planes.layout(planes.hw)?;
-        Ok(Some(map_planes(g, layout, sizes, 4 * g.size(), |gp, dx| {
-            for (r, th) in rows.iter().enumerate() {
-                let (top, bottom) = (th.i0 * width, th.i1 * width);
-                for (c, tw) in cols.iter().enumerate() {
-                    let v = gp[r * size[1] + c];
-                    let (a, b) = (th.w0 * v, th.w1 * v);
-                    dx[top + tw.i0] += a * tw.w0;
-                    dx[top + tw.i1] += a * tw.w1;
-                    dx[bottom + tw.i0] += b * tw.w0;
-                    dx[bottom + tw.i1] += b * tw.w1;
+        Ok(Some(map_planes(
+            g,
+            layout,
+            sizes,
+            4 * g.size(),
+            |gp, dx| {
+                for (r, th) in rows.iter().enumerate() {
+                    let (top, bottom) = (th.i0 * width, th.i1 * width);
+                    for (c, tw) in cols.iter().enumerate() {
+                        let v = gp[r * size[1] + c];
+                        let (a, b) = (th.w0 * v, th.w1 * v);
+                        dx[top + tw.i0] += a * tw.w0;
+                        dx[top + tw.i1] += a * tw.w1;
+                        dx[bottom + tw.i0] += b * tw.w0;
+                        dx[bottom + tw.i1] += b * tw.w1;
+                    }
                 }
-            }
-        })?))
+            },
+        )?))
     }
     let (planes, rows, cols) = geometry(x, size, mode)?;
     let width = planes.hw[1];

@@ -166,7 +166,12 @@ fn avg_range(s: &Span, o: usize) -> (Range<usize>, usize) {
 
 /// The divisor of output `(oh, ow)` and its clipped window, as PyTorch's `avg_pool2d`.
 #[inline]
-fn avg_window(g: &Window2d, oh: usize, ow: usize, include_pad: bool) -> (Range<usize>, Range<usize>, f32) {
+fn avg_window(
+    g: &Window2d,
+    oh: usize,
+    ow: usize,
+    include_pad: bool,
+) -> (Range<usize>, Range<usize>, f32) {
     let (rows, ph) = avg_range(&g.h, oh);
     let (cols, pw) = avg_range(&g.w, ow);
     let count = if include_pad {
@@ -189,7 +194,9 @@ fn avg_plane(xp: &[f32], g: &Window2d, include_pad: bool, out: &mut [f32]) {
             }
             let mut sum = 0.0f32;
             for r in rows {
-                sum += xp[r * width + cols.start..r * width + cols.end].iter().sum::<f32>();
+                sum += xp[r * width + cols.start..r * width + cols.end]
+                    .iter()
+                    .sum::<f32>();
             }
             out[oh * g.w.output + ow] = sum / div;
         }
@@ -217,7 +224,11 @@ fn avg_plane_backward(gp: &[f32], g: &Window2d, include_pad: bool, dx: &mut [f32
 
 /// The geometry of an average pooling: as max pooling's, without dilation (PyTorch's
 /// `avg_pool2d` has none: a dilation other than 1 is `Error::Value`).
-fn avg_geometry(x: &Tensor, kernel: [usize; 2], options: &Pool2dOptions) -> Result<(Planes, Window2d)> {
+fn avg_geometry(
+    x: &Tensor,
+    kernel: [usize; 2],
+    options: &Pool2dOptions,
+) -> Result<(Planes, Window2d)> {
     let planes = Planes::of("avg_pool2d", x)?;
     ensure!(
         options.dilation == [1, 1],
@@ -261,9 +272,15 @@ pub fn avg_pool2d(x: &Tensor, kernel: [usize; 2], options: &Pool2dOptions) -> Re
         let include_pad = options.count_include_pad;
         let work = g.size() * kernel[0] * kernel[1];
         let sizes = (geo.output_plane(), geo.input_plane());
-        Ok(Some(map_planes(g, planes.layout(planes.hw)?, sizes, work, |gp, dx| {
-            avg_plane_backward(gp, &geo, include_pad, dx);
-        })?))
+        Ok(Some(map_planes(
+            g,
+            planes.layout(planes.hw)?,
+            sizes,
+            work,
+            |gp, dx| {
+                avg_plane_backward(gp, &geo, include_pad, dx);
+            },
+        )?))
     }
     let (planes, geo) = avg_geometry(x, kernel, options)?;
     let include_pad = options.count_include_pad;
