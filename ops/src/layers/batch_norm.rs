@@ -116,8 +116,8 @@ impl BatchNorm2d {
         ensure!(
             x.dims().len() == 4,
             Value,
-            "BatchNorm2d: the input must be [N, C, H, W], got shape {}",
-            x.shape()
+            "BatchNorm2d: the input must be [N, C, H, W], got shape {:?}",
+            x.dims()
         );
         let batch_stats = self.training || self.running_mean.is_none();
         let y = batch_norm(

@@ -29,8 +29,8 @@ pub(crate) fn check_channels(
     ensure!(
         dims.len() >= 2,
         Value,
-        "{op}: the input must be [N, C, ...] (rank 2 or more), got shape {}",
-        x.shape()
+        "{op}: the input must be [N, C, ...] (rank 2 or more), got shape {:?}",
+        x.dims()
     );
     let c = dims[1];
     for &(what, t) in per_channel {
@@ -39,9 +39,8 @@ pub(crate) fn check_channels(
             ensure!(
                 t.dims() == [c],
                 Value,
-                "{op}: {what} must have shape [{c}] (the input's channels, shape {}), got {}",
-                x.shape(),
-                t.shape()
+                "{op}: {what} must have shape [{c}] (the channels of the input of shape {dims:?}), got {:?}",
+                t.dims()
             );
         }
     }
@@ -153,8 +152,8 @@ pub fn batch_norm(
     ensure!(
         count > 1,
         Value,
-        "{OP}: training needs more than one value per channel, got input shape {}",
-        x.shape()
+        "{OP}: training needs more than one value per channel, got input shape {:?}",
+        x.dims()
     );
     let stats = statistics(x, ext, Grouping::Channel)?;
     let mean: Vec<f32> = stats.iter().map(|s| s.0 as f32).collect();

@@ -37,9 +37,9 @@ pub fn group_norm(
     ensure!(
         groups > 0 && ext.c.is_multiple_of(groups),
         Value,
-        "{OP}: the number of groups {groups} must be positive and divide the channels {} (input shape {})",
+        "{OP}: the number of groups {groups} must be positive and divide the channels {} (input shape {:?})",
         ext.c,
-        x.shape()
+        x.dims()
     );
     let grouping = Grouping::Group(groups);
     let stats = statistics(x, ext, grouping)?;

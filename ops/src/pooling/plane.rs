@@ -28,8 +28,8 @@ impl Planes {
         ensure!(
             dims.len() == 3 || dims.len() == 4,
             Value,
-            "{op}: the input must be [N, C, H, W] or [C, H, W], got shape {}",
-            x.shape()
+            "{op}: the input must be [N, C, H, W] or [C, H, W], got shape {:?}",
+            x.dims()
         );
         let r = dims.len();
         Ok(Planes {
