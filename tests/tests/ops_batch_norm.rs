@@ -275,6 +275,13 @@ fn train_reference(x: &Tensor) -> Tensor {
     batch_norm(x, None, None, Some(&w), Some(&b), true, 0.1, 1e-5).unwrap()
 }
 
+/// A model holding the normalisation layers.
+#[derive(Module)]
+struct Net {
+    bn: BatchNorm2d,
+    gn: GroupNorm,
+}
+
 #[test]
 fn batch_norm2d_saves_pytorchs_names_and_initial_values() {
     let bn = BatchNorm2d::new(4).unwrap();
@@ -293,11 +300,6 @@ fn batch_norm2d_saves_pytorchs_names_and_initial_values() {
     assert_eq!(vals(bn.bias().unwrap()), [0.0; 4]);
     assert_eq!((bn.channels(), bn.eps(), bn.momentum()), (4, 1e-5, 0.1));
     // a model holding it names them under its field, and saves and loads them
-    #[derive(Module)]
-    struct Net {
-        bn: BatchNorm2d,
-        gn: GroupNorm,
-    }
     let net = Net {
         bn: BatchNorm2d::new(2).unwrap(),
         gn: GroupNorm::new(1, 2).unwrap(),
