@@ -558,3 +558,32 @@ fn bad_inputs_are_errors_of_the_right_kind_that_change_nothing() {
         ErrorKind::Value
     );
 }
+
+#[test]
+fn large_inputs_split_over_threads_agree_with_a_plain_loop() {
+    let dims = [8, 4, 32, 32];
+    let (c, s) = (4, 1024);
+    let x = noise(dims.iter().product(), 17);
+    let y =
+        vals(&batch_norm(&strided(&x, &dims), None, None, None, None, true, 0.1, 1e-5).unwrap());
+    for ch in 0..c {
+        let of = |n: usize| &x[(n * c + ch) * s..(n * c + ch + 1) * s];
+        let all: Vec<f64> = (0..8).flat_map(of).map(|&v| f64::from(v)).collect();
+        let mean = all.iter().sum::<f64>() / all.len() as f64;
+        let var = all.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / all.len() as f64;
+        for n in 0..8 {
+            for (i, &v) in of(n).iter().enumerate() {
+                let want = ((f64::from(v) - mean) / (var + 1e-5).sqrt()) as f32;
+                assert!((y[(n * c + ch) * s + i] - want).abs() < 1e-4);
+            }
+        }
+    }
+    // the gradient of sum(y) through batch statistics is zero for x
+    let xt = t(&x, &dims);
+    let y = batch_norm(&xt, None, None, None, None, true, 0.1, 1e-5).unwrap();
+    y.backward_with(Some(&y.f32_like(vec![1.0; y.size()]).unwrap()), false)
+        .unwrap();
+    assert!(vals(&xt.grad().unwrap().unwrap())
+        .iter()
+        .all(|g| g.abs() < 1e-4));
+}

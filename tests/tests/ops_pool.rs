@@ -459,3 +459,39 @@ fn ceil_mode_keeps_a_last_window_that_starts_inside_the_input() {
         [1.0, 2.5, 4.5]
     );
 }
+
+#[test]
+fn large_inputs_split_over_threads_agree_with_the_plain_loops() {
+    // 2 * 8 planes of 48 x 40: every kernel's work is above the parallel threshold
+    let dims = [2, 8, 48, 40];
+    let n: usize = dims.iter().product();
+    let x = noise(n, 21);
+    let case = CASES[1];
+    let (y, at) = max_pool2d_with_indices(&strided(&x, &dims), case.0, &options(case)).unwrap();
+    let (want, want_at) = plain_max(&x, 16, [48, 40], case);
+    assert_eq!(vals(&y), want);
+    assert_eq!(at.values::<i64>().unwrap(), want_at);
+    let got = vals(&avg_pool2d(&t(&x, &dims), case.0, &options(case)).unwrap());
+    for (a, b) in got.iter().zip(plain_avg(&x, 16, [48, 40], case, true)) {
+        assert!((a - b).abs() < 1e-6);
+    }
+    // the backward passes: a max pool's gradient sums to the cotangent's sum, and an average
+    // pool with non-overlapping windows spreads g / 4 to each element
+    let xt = t(&x, &dims);
+    let y = max_pool2d(&xt, [2, 2], &Pool2dOptions::new()).unwrap();
+    y.backward_with(Some(&y.f32_like(vec![1.0; y.size()]).unwrap()), false)
+        .unwrap();
+    let gx = vals(&xt.grad().unwrap().unwrap());
+    assert_eq!(gx.iter().sum::<f32>(), y.size() as f32);
+    assert!(gx.iter().all(|&g| g == 0.0 || g == 1.0));
+    let xa = t(&x, &dims);
+    let y = avg_pool2d(&xa, [2, 2], &Pool2dOptions::new()).unwrap();
+    y.backward_with(Some(&y.f32_like(vec![1.0; y.size()]).unwrap()), false)
+        .unwrap();
+    assert!(vals(&xa.grad().unwrap().unwrap())
+        .iter()
+        .all(|&g| g == 0.25));
+    // nearest doubling copies each element to a 2 x 2 block
+    let up = vals(&interpolate(&t(&x, &dims), [96, 80], Interpolation::Nearest).unwrap());
+    assert_eq!(up[(5 * 96 + 7) * 80 + 13], x[(5 * 48 + 3) * 40 + 6]);
+}
