@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use autograd_core::kernel::{self, alloc};
-use autograd_core::{differentiable, ensure, Result, Shape, Tensor};
+use autograd_core::{differentiable, ensure, Result, Tensor};
 
 use super::options::{Pool2dOptions, Span, Window2d};
 use super::plane::{each_plane, map_planes, Planes};
@@ -134,7 +134,11 @@ pub fn max_pool2d_with_indices(
             }
             Ok(())
         })?;
-        Ok((values, Tensor::from_vec(at, Shape::from(layout.dims()))?))
+        let indices = kernel::fresh::<i64>(x, layout, |o| {
+            o.copy_from_slice(&at);
+            Ok(())
+        })?;
+        Ok((values, indices))
     })?
 }
 
