@@ -72,6 +72,7 @@ pub mod module;
 mod nn;
 pub mod optim;
 pub mod persist;
+mod pooling;
 
 pub use attention::{
     attention_with_probabilities, causal_attention, flash_causal_attention,
@@ -81,8 +82,10 @@ pub use attention::{
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
 pub use autograd_macros::Module;
 pub use layers::EmbeddingOptions;
+pub use layers::{AvgPool2d, BatchNorm2d, GroupNorm, MaxPool2d};
 pub use layers::{Dropout, Embedding, Linear};
 pub use module::{Field, Module, Role};
+pub use nn::{batch_norm, group_norm};
 pub use nn::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity, cross_entropy_with,
     huber_loss, kl_div, l1_loss, mse_loss_with, nll_loss_with, rms_norm, smooth_l1_loss,
@@ -94,6 +97,10 @@ pub use nn::{
 };
 pub use optim::{clip_grad_norm, clip_grad_norm_of, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 pub use optim::{Adagrad, AdagradConfig, Adam, AdamConfig, ParamGroup, RmsProp, RmsPropConfig};
+pub use pooling::{
+    adaptive_avg_pool2d, avg_pool2d, interpolate, max_pool2d, max_pool2d_with_indices,
+    Interpolation, Pool2dOptions,
+};
 
 /// What `#[derive(Module)]` expands to refers to; not a public API.
 #[doc(hidden)]

@@ -5,11 +5,14 @@
 //! layer; the row-wise ones share the kernel layer's row kernels (`kernel::read_rows` and the
 //! rest of the `map_rows` family).
 
+mod batch_norm;
 mod binary;
+mod channel_norm;
 mod cosine;
 mod cross_entropy;
 mod dropout;
 mod elementwise_loss;
+mod group_norm;
 mod kl_div;
 mod layer;
 mod layer_norm;
@@ -21,10 +24,12 @@ mod rms_norm;
 mod softmax;
 mod target;
 
+pub use batch_norm::batch_norm;
 pub use binary::{binary_cross_entropy, binary_cross_entropy_with_logits};
 pub use cosine::cosine_similarity;
 pub use cross_entropy::{cross_entropy, cross_entropy_with, CrossEntropyOptions};
 pub use dropout::dropout;
+pub use group_norm::group_norm;
 pub use kl_div::{kl_div, KlDivReduction};
 pub use layer::LayerNorm;
 pub use layer_norm::layer_norm;
