@@ -65,6 +65,7 @@ pub use autograd_core::ops::*;
 pub use autograd_core::{Axis, IntList, OptionalAxis};
 
 mod attention;
+mod convolution;
 pub mod data;
 pub mod init;
 pub mod layers;
@@ -81,6 +82,10 @@ pub use attention::{
 /// `#[derive(Module)]`: the trait of the same name and this derive are both
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.
 pub use autograd_macros::Module;
+pub use convolution::{
+    conv1d, conv2d, conv_transpose2d, fold, unfold, Conv2d, Conv2dOptions, ConvTranspose2dOptions,
+    Padding,
+};
 pub use layers::EmbeddingOptions;
 pub use layers::{AvgPool2d, BatchNorm2d, GroupNorm, MaxPool2d};
 pub use layers::{Dropout, Embedding, Linear};

@@ -1,0 +1,158 @@
+//! The resolved shape of one convolution: input and output extents, kernel, stride, padding,
+//! dilation and groups, checked once before any kernel runs.
+
+use autograd_core::{ensure, DType, Result, Tensor};
+
+use super::options::Padding;
+
+/// A convolution of an input `[n, c, h, w]` with a weight `[cout, c / groups, kh, kw]` into an
+/// output `[n, cout, oh, ow]`; `pad` is the padding before each axis (after it is implied by
+/// `oh`, `ow`: positions outside the input read zeros).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Geom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub cout: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dil: [usize; 2],
+    pub groups: usize,
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl autograd_core::Captured for Geom {}
+
+impl Geom {
+    /// Kernel taps.
+    pub fn k(&self) -> usize {
+        self.kh * self.kw
+    }
+    /// Input channels of a group.
+    pub fn cin_g(&self) -> usize {
+        self.c / self.groups
+    }
+    /// Output channels of a group.
+    pub fn cout_g(&self) -> usize {
+        self.cout / self.groups
+    }
+    /// Output positions of an image.
+    pub fn l(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// Elements of an input image.
+    pub fn in_len(&self) -> usize {
+        self.c * self.h * self.w
+    }
+    /// Elements of an output image.
+    pub fn out_len(&self) -> usize {
+        self.cout * self.l()
+    }
+    /// Elements of the weight.
+    pub fn weight_len(&self) -> usize {
+        self.cout * self.cin_g() * self.k()
+    }
+    /// The input's dims.
+    pub fn input_dims(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+    /// The output's dims.
+    pub fn output_dims(&self) -> [usize; 4] {
+        [self.n, self.cout, self.oh, self.ow]
+    }
+}
+
+/// Refuses a tensor that is not Float32 (`Error::Type`).
+pub(crate) fn ensure_f32(op: &str, what: &str, t: &Tensor) -> Result<()> {
+    ensure!(
+        t.dtype() == &DType::Float32,
+        Type,
+        "{op}: {what} must be Float32, got {}",
+        t.dtype()
+    );
+    Ok(())
+}
+
+/// Refuses a tensor whose rank is not `rank` (`Error::Value`).
+pub(crate) fn ensure_rank(op: &str, what: &str, t: &Tensor, rank: usize) -> Result<()> {
+    ensure!(
+        t.dims().len() == rank,
+        Value,
+        "{op}: {what} must have rank {rank}, got shape {}",
+        t.shape()
+    );
+    Ok(())
+}
+
+/// Refuses a zero stride, dilation or group count (`Error::Value`).
+pub(crate) fn ensure_positive(
+    op: &str,
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<()> {
+    ensure!(
+        stride.iter().all(|&s| s > 0),
+        Value,
+        "{op}: stride must be positive, got {stride:?}"
+    );
+    ensure!(
+        dilation.iter().all(|&d| d > 0),
+        Value,
+        "{op}: dilation must be positive, got {dilation:?}"
+    );
+    ensure!(groups > 0, Value, "{op}: groups must be positive, got 0");
+    Ok(())
+}
+
+/// The padding before and the total padding of each axis for `padding`, with `Same` refused
+/// for a stride above 1 (as PyTorch refuses it).
+pub(crate) fn resolve_padding(
+    op: &str,
+    padding: Padding,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+) -> Result<([usize; 2], [usize; 2])> {
+    Ok(match padding {
+        Padding::Explicit(p) => (p, [2 * p[0], 2 * p[1]]),
+        Padding::Valid => ([0, 0], [0, 0]),
+        Padding::Same => {
+            ensure!(
+                stride == [1, 1],
+                Value,
+                "{op}: padding Same needs stride 1, got {stride:?}"
+            );
+            let total = [
+                dilation[0] * kernel[0].saturating_sub(1),
+                dilation[1] * kernel[1].saturating_sub(1),
+            ];
+            ([total[0] / 2, total[1] / 2], total)
+        }
+    })
+}
+
+/// The output extent of one axis: `(input + total padding - span) / stride + 1`, where the
+/// kernel's span `dilation (kernel - 1) + 1` must fit the padded input (`Error::Value`).
+pub(crate) fn output_extent(
+    op: &str,
+    axis: &str,
+    input: usize,
+    total_pad: usize,
+    kernel: usize,
+    (stride, dilation): (usize, usize),
+) -> Result<usize> {
+    ensure!(kernel > 0, Value, "{op}: the kernel's {axis} extent is 0");
+    let span = dilation * (kernel - 1) + 1;
+    let padded = input + total_pad;
+    ensure!(
+        span <= padded,
+        Value,
+        "{op}: the kernel's {axis} span {span} (kernel {kernel}, dilation {dilation}) is larger than the padded input's {padded} ({input} + padding {total_pad})"
+    );
+    Ok((padded - span) / stride + 1)
+}
