@@ -4,6 +4,7 @@
 
 pub mod addition;
 pub mod cli;
+pub mod cnn;
 pub mod digits;
 pub mod gpt;
 pub mod mlp;

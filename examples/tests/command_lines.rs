@@ -63,6 +63,25 @@ fn train_digits_refuses_zero_negative_and_overflowing_flags() {
 }
 
 #[test]
+fn train_cnn_digits_refuses_zero_rates_and_overflowing_flags() {
+    for flag in ["--epochs", "--batch"] {
+        refuses("train_cnn_digits", &[flag, "0"], 2, "must be at least 1");
+    }
+    refuses(
+        "train_cnn_digits",
+        &["--lr=nan"],
+        2,
+        "must be finite and greater than 0",
+    );
+    refuses(
+        "train_cnn_digits",
+        &["--epochs", "1000000000000000000", "--batch", "1"],
+        1,
+        "more steps than can be counted",
+    );
+}
+
+#[test]
 fn train_digits_refuses_a_data_file_without_images() {
     let dir = std::env::temp_dir().join(format!("train_digits_cli_{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");

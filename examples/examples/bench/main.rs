@@ -5,6 +5,7 @@
 //! `--quick` shrinks sizes for smoke runs. W3 and S1's load run in a child process so that
 //! their peak RSS is their own.
 
+mod cnn;
 mod conv;
 mod gpt;
 mod reductions;
@@ -25,7 +26,7 @@ use autograd_ops::{
 
 const ALL: &[&str] = &[
     "W1", "W1s", "W2", "W2g", "W3", "W4", "W5", "W6", "W7", "W8", "T1", "D1", "S1", "W11", "W12",
-    "W12c", "R1", "W9a",
+    "W12c", "R1", "W9b", "W9a",
 ];
 
 struct Args {
@@ -783,6 +784,7 @@ fn bench() -> Result<()> {
             "S1" => state_dict::s1(args.quick, args.child)?,
             "W11" | "W12" | "W12c" => gpt::run(w, args.quick, args.child)?,
             "R1" => reductions::r1(args.quick)?,
+            "W9b" => cnn::w9b(args.quick)?,
             "W9a" => conv::w9a(args.quick)?,
             other => unreachable!("workload {other} was checked against ALL"),
         }
