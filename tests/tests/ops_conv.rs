@@ -71,18 +71,31 @@ fn close(ours: &[f32], want: &[f32], what: &str) {
     }
 }
 
+/// A `conv2d` case: x dims, w dims, stride, padding, dilation, groups, whether with a bias.
+type ConvCase = (
+    [usize; 4],
+    [usize; 4],
+    [usize; 2],
+    Padding,
+    [usize; 2],
+    usize,
+    bool,
+);
+
+/// A `conv_transpose2d` case: x dims, w dims, stride, padding, dilation, groups.
+type TransposeCase = (
+    [usize; 4],
+    [usize; 4],
+    [usize; 2],
+    [usize; 2],
+    [usize; 2],
+    usize,
+);
+
 #[test]
 fn conv2d_matches_the_plain_loop_over_every_option() {
     // (x dims, w dims, stride, padding, dilation, groups, bias)
-    let cases: [(
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        Padding,
-        [usize; 2],
-        usize,
-        bool,
-    ); 9] = [
+    let cases: [ConvCase; 9] = [
         (
             [2, 3, 5, 5],
             [4, 3, 3, 3],
@@ -208,14 +221,7 @@ fn conv2d_matches_the_plain_loop_over_every_option() {
 #[test]
 fn conv_transpose2d_is_the_adjoint_of_conv2d() {
     // <conv2d(y, w), x> == <y, conv_transpose2d(x, w)> for every option
-    let cases: [(
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        [usize; 2],
-        [usize; 2],
-        usize,
-    ); 4] = [
+    let cases: [TransposeCase; 4] = [
         ([2, 3, 3, 4], [3, 2, 3, 3], [2, 2], [1, 1], [1, 1], 1),
         ([1, 4, 3, 3], [4, 3, 2, 3], [1, 2], [0, 1], [2, 1], 2),
         ([2, 2, 4, 2], [2, 1, 1, 1], [3, 2], [0, 0], [1, 1], 2),

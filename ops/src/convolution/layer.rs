@@ -48,7 +48,7 @@ impl Conv2d {
         let groups = options.groups;
         ensure_positive("Conv2d", options.stride, options.dilation, groups)?;
         ensure!(
-            in_channels % groups == 0 && out_channels % groups == 0,
+            in_channels.is_multiple_of(groups) && out_channels.is_multiple_of(groups),
             Value,
             "Conv2d: in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}"
         );

@@ -124,7 +124,9 @@ pub(crate) fn conv_transpose2d(
         if plane > 0 {
             for (k, row) in y.chunks_exact_mut(plane).enumerate() {
                 let bk = bv[k % geom.c];
-                row.iter_mut().for_each(|v| *v += bk);
+                for v in row.iter_mut() {
+                    *v += bk;
+                }
             }
         }
     }
