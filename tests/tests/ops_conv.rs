@@ -478,6 +478,28 @@ fn nhwc_views_and_channel_slices_are_read_in_place_with_the_same_values_and_grad
 }
 
 #[test]
+fn zero_channels_and_an_empty_batch_give_the_bias_and_empty_gradients() {
+    // no input channel: every output is the bias, and the weight's gradient is empty
+    let x = t(&[], &[1, 0, 3, 3]);
+    let w = t(&[], &[2, 0, 2, 2]);
+    let b = t(&[0.5, -1.0], &[2]);
+    let y = conv2d(&x, &w, Some(&b), &Conv2dOptions::new()).unwrap();
+    assert_eq!(y.dims(), [1, 2, 2, 2]);
+    assert_eq!(vals(&y), [0.5, 0.5, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0]);
+    let g = t(&[1.0; 8], &[1, 2, 2, 2]);
+    let grads = grad(&y, &[&x, &w, &b], &g, GradOptions::default()).unwrap();
+    assert_eq!(grads[1].as_ref().unwrap().dims(), [2, 0, 2, 2]);
+    assert_eq!(vals(grads[2].as_ref().unwrap()), [4.0, 4.0]);
+    // no image
+    let x = t(&[], &[0, 2, 4, 4]);
+    let w = t(&noise(2 * 2 * 9, 1), &[2, 2, 3, 3]);
+    let y = conv2d(&x, &w, None, &Conv2dOptions::new()).unwrap();
+    assert_eq!(y.dims(), [0, 2, 2, 2]);
+    let grads = grad(&y, &[&w], &t(&[], &[0, 2, 2, 2]), GradOptions::default()).unwrap();
+    assert_eq!(vals(grads[0].as_ref().unwrap()), vec![0.0; 36]);
+}
+
+#[test]
 fn unfold_and_fold_are_adjoint_and_fold_of_ones_counts_windows() {
     let x = t(&noise(2 * 3 * 5 * 6, 80), &[2, 3, 5, 6]);
     let opts = Conv2dOptions::new()
