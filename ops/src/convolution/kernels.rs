@@ -84,13 +84,18 @@ fn per_image(
     }
 }
 
-/// The output `[n, cout, oh, ow]` (dense) of the convolution of `x` with `w`
-/// (`[cout, cin_g, kh, kw]`, dense) plus `bias`.
-pub(crate) fn forward(x: &View<'_>, w: &[f32], bias: Option<&[f32]>, g: &Geom) -> Result<Vec<f32>> {
+/// Writes the output `[n, cout, oh, ow]` (dense, every element: `y` may hold stale values)
+/// of the convolution of `x` with `w` (`[cout, cin_g, kh, kw]`, dense) plus `bias`.
+pub(crate) fn forward(
+    x: &View<'_>,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    g: &Geom,
+    y: &mut [f32],
+) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
-    let mut y = alloc::filled(g.n * g.out_len(), 0.0f32)?;
     let threads = split(g.n).1;
-    per_image(&mut y, g.out_len(), g.n, |i, yi| {
+    per_image(y, g.out_len(), g.n, |i, yi| {
         if let Some(b) = bias {
             for (row, &bv) in yi.chunks_exact_mut(l).zip(b) {
                 row.fill(bv);
@@ -115,17 +120,16 @@ pub(crate) fn forward(x: &View<'_>, w: &[f32], bias: Option<&[f32]>, g: &Geom) -
             }
             Ok(())
         })
-    })?;
-    Ok(y)
+    })
 }
 
-/// The input's gradient `[n, c, h, w]` (dense) from the output's `gy` (dense): per image and
-/// group `cols = Wᵀ · dY`, folded back into the image.
-pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom) -> Result<Vec<f32>> {
+/// Writes the input's gradient `[n, c, h, w]` (dense, every element: `gx` may hold stale
+/// values) from the output's `gy` (dense): per image and group `cols = Wᵀ · dY`, folded back
+/// into the image.
+pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom, gx: &mut [f32]) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
-    let mut gx = alloc::filled(g.n * g.in_len(), 0.0f32)?;
     let threads = split(g.n).1;
-    per_image(&mut gx, g.in_len(), g.n, |i, gxi| {
+    per_image(gx, g.in_len(), g.n, |i, gxi| {
         let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
         with_cols(g.c * g.k() * l, |cols| {
             for grp in 0..g.groups {
@@ -145,11 +149,11 @@ pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom) -> Result<Vec<f32>> {
                 };
                 gemm_f32(a, b, c, false, threads)?;
             }
+            gxi.fill(0.0);
             col2im(cols, 0, g, gxi);
             Ok(())
         })
-    })?;
-    Ok(gx)
+    })
 }
 
 /// The weight's gradient `[cout, cin_g, kh, kw]` from the input `x` and the output's `gy`
