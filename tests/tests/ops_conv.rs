@@ -71,18 +71,31 @@ fn close(ours: &[f32], want: &[f32], what: &str) {
     }
 }
 
+/// A `conv2d` case: x dims, w dims, stride, padding, dilation, groups, whether with a bias.
+type ConvCase = (
+    [usize; 4],
+    [usize; 4],
+    [usize; 2],
+    Padding,
+    [usize; 2],
+    usize,
+    bool,
+);
+
+/// A `conv_transpose2d` case: x dims, w dims, stride, padding, dilation, groups.
+type TransposeCase = (
+    [usize; 4],
+    [usize; 4],
+    [usize; 2],
+    [usize; 2],
+    [usize; 2],
+    usize,
+);
+
 #[test]
 fn conv2d_matches_the_plain_loop_over_every_option() {
     // (x dims, w dims, stride, padding, dilation, groups, bias)
-    let cases: [(
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        Padding,
-        [usize; 2],
-        usize,
-        bool,
-    ); 9] = [
+    let cases: [ConvCase; 9] = [
         (
             [2, 3, 5, 5],
             [4, 3, 3, 3],
@@ -208,14 +221,7 @@ fn conv2d_matches_the_plain_loop_over_every_option() {
 #[test]
 fn conv_transpose2d_is_the_adjoint_of_conv2d() {
     // <conv2d(y, w), x> == <y, conv_transpose2d(x, w)> for every option
-    let cases: [(
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        [usize; 2],
-        [usize; 2],
-        usize,
-    ); 4] = [
+    let cases: [TransposeCase; 4] = [
         ([2, 3, 3, 4], [3, 2, 3, 3], [2, 2], [1, 1], [1, 1], 1),
         ([1, 4, 3, 3], [4, 3, 2, 3], [1, 2], [0, 1], [2, 1], 2),
         ([2, 2, 4, 2], [2, 1, 1, 1], [3, 2], [0, 0], [1, 1], 2),
@@ -469,6 +475,28 @@ fn nhwc_views_and_channel_slices_are_read_in_place_with_the_same_values_and_grad
     let part_dense = t(&vals(&part), &[n, 3, h, wd]);
     let want = conv2d(&part_dense, &w3, None, &Conv2dOptions::new()).unwrap();
     assert_eq!(vals(&y), vals(&want));
+}
+
+#[test]
+fn zero_channels_and_an_empty_batch_give_the_bias_and_empty_gradients() {
+    // no input channel: every output is the bias, and the weight's gradient is empty
+    let x = t(&[], &[1, 0, 3, 3]);
+    let w = t(&[], &[2, 0, 2, 2]);
+    let b = t(&[0.5, -1.0], &[2]);
+    let y = conv2d(&x, &w, Some(&b), &Conv2dOptions::new()).unwrap();
+    assert_eq!(y.dims(), [1, 2, 2, 2]);
+    assert_eq!(vals(&y), [0.5, 0.5, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0]);
+    let g = t(&[1.0; 8], &[1, 2, 2, 2]);
+    let grads = grad(&y, &[&x, &w, &b], &g, GradOptions::default()).unwrap();
+    assert_eq!(grads[1].as_ref().unwrap().dims(), [2, 0, 2, 2]);
+    assert_eq!(vals(grads[2].as_ref().unwrap()), [4.0, 4.0]);
+    // no image
+    let x = t(&[], &[0, 2, 4, 4]);
+    let w = t(&noise(2 * 2 * 9, 1), &[2, 2, 3, 3]);
+    let y = conv2d(&x, &w, None, &Conv2dOptions::new()).unwrap();
+    assert_eq!(y.dims(), [0, 2, 2, 2]);
+    let grads = grad(&y, &[&w], &t(&[], &[0, 2, 2, 2]), GradOptions::default()).unwrap();
+    assert_eq!(vals(grads[0].as_ref().unwrap()), vec![0.0; 36]);
 }
 
 #[test]

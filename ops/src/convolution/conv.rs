@@ -39,7 +39,7 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
     ensure_positive(OP, stride, dilation, groups)?;
     let (xd, wd) = (x.dims(), w.dims());
     ensure!(
-        xd[1] % groups == 0 && wd[0] % groups == 0,
+        xd[1].is_multiple_of(groups) && wd[0].is_multiple_of(groups),
         Value,
         "conv2d: input channels {} and output channels {} must both be divisible by groups {groups}",
         xd[1],
@@ -209,7 +209,7 @@ pub fn conv_transpose2d(
     ensure_positive(OP, stride, dilation, groups)?;
     let (xd, wd) = (x.dims(), w.dims());
     ensure!(
-        xd[1] % groups == 0,
+        xd[1].is_multiple_of(groups),
         Value,
         "conv_transpose2d: input channels {} must be divisible by groups {groups}",
         xd[1]

@@ -103,6 +103,24 @@ pub(crate) fn im2col(x: &View<'_>, img: usize, c0: usize, g: &Geom, cols: &mut [
     }
 }
 
+/// `dst` (`cols x rows`, row-major) = `src` (`rows x cols`, row-major) transposed, in
+/// square blocks so that both sides stay in cache.
+pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const BLOCK: usize = 16;
+    for r0 in (0..rows).step_by(BLOCK) {
+        let r1 = (r0 + BLOCK).min(rows);
+        for c0 in (0..cols).step_by(BLOCK) {
+            let c1 = (c0 + BLOCK).min(cols);
+            for r in r0..r1 {
+                let line = &src[r * cols + c0..r * cols + c1];
+                for (c, &v) in (c0..c1).zip(line) {
+                    dst[c * rows + r] = v;
+                }
+            }
+        }
+    }
+}
+
 /// Adds the windows in `cols` (as [`im2col`] lays them out, channels `c0..`) into the dense
 /// `[c, h, w]` image `img`: the adjoint of [`im2col`].
 pub(crate) fn col2im(cols: &[f32], c0: usize, g: &Geom, img: &mut [f32]) {

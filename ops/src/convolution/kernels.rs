@@ -10,7 +10,7 @@ use autograd_core::kernel::{self, alloc, gemm_f32, MatMut, MatRef};
 use autograd_core::{Error, Result};
 
 use super::geometry::Geom;
-use super::im2col::{col2im, im2col, View};
+use super::im2col::{col2im, im2col, transpose, View};
 
 thread_local! {
     /// Each thread's column matrix, kept between images and calls.
@@ -84,13 +84,18 @@ fn per_image(
     }
 }
 
-/// The output `[n, cout, oh, ow]` (dense) of the convolution of `x` with `w`
-/// (`[cout, cin_g, kh, kw]`, dense) plus `bias`.
-pub(crate) fn forward(x: &View<'_>, w: &[f32], bias: Option<&[f32]>, g: &Geom) -> Result<Vec<f32>> {
+/// Writes the output `[n, cout, oh, ow]` (dense, every element: `y` may hold stale values)
+/// of the convolution of `x` with `w` (`[cout, cin_g, kh, kw]`, dense) plus `bias`.
+pub(crate) fn forward(
+    x: &View<'_>,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    g: &Geom,
+    y: &mut [f32],
+) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
-    let mut y = alloc::filled(g.n * g.out_len(), 0.0f32)?;
     let threads = split(g.n).1;
-    per_image(&mut y, g.out_len(), g.n, |i, yi| {
+    per_image(y, g.out_len(), g.n, |i, yi| {
         if let Some(b) = bias {
             for (row, &bv) in yi.chunks_exact_mut(l).zip(b) {
                 row.fill(bv);
@@ -115,17 +120,16 @@ pub(crate) fn forward(x: &View<'_>, w: &[f32], bias: Option<&[f32]>, g: &Geom) -
             }
             Ok(())
         })
-    })?;
-    Ok(y)
+    })
 }
 
-/// The input's gradient `[n, c, h, w]` (dense) from the output's `gy` (dense): per image and
-/// group `cols = Wᵀ · dY`, folded back into the image.
-pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom) -> Result<Vec<f32>> {
+/// Writes the input's gradient `[n, c, h, w]` (dense, every element: `gx` may hold stale
+/// values) from the output's `gy` (dense): per image and group `cols = Wᵀ · dY`, folded back
+/// into the image.
+pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom, gx: &mut [f32]) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
-    let mut gx = alloc::filled(g.n * g.in_len(), 0.0f32)?;
     let threads = split(g.n).1;
-    per_image(&mut gx, g.in_len(), g.n, |i, gxi| {
+    per_image(gx, g.in_len(), g.n, |i, gxi| {
         let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
         with_cols(g.c * g.k() * l, |cols| {
             for grp in 0..g.groups {
@@ -145,11 +149,11 @@ pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom) -> Result<Vec<f32>> {
                 };
                 gemm_f32(a, b, c, false, threads)?;
             }
+            gxi.fill(0.0);
             col2im(cols, 0, g, gxi);
             Ok(())
         })
-    })?;
-    Ok(gx)
+    })
 }
 
 /// The weight's gradient `[cout, cin_g, kh, kw]` from the input `x` and the output's `gy`
@@ -181,10 +185,24 @@ pub(crate) fn weight_grad(x: &View<'_>, gy: &[f32], g: &Geom) -> Result<Vec<f32>
             *d += v;
         }
     }
-    Ok(dw)
+    // each group's block was accumulated column-major: lay it out row-major
+    let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
+    let mut out = alloc::filled(dw.len(), 0.0f32)?;
+    if rows_g * cout_g == 0 {
+        return Ok(out);
+    }
+    for (src, dst) in dw
+        .chunks_exact(rows_g * cout_g)
+        .zip(out.chunks_exact_mut(rows_g * cout_g))
+    {
+        transpose(src, rows_g, cout_g, dst);
+    }
+    Ok(out)
 }
 
-/// Adds image `i`'s `dY · cols(X)ᵀ` into `dw`.
+/// Adds image `i`'s `dY · cols(X)ᵀ` into `dw`, whose group blocks are column-major here
+/// ([`weight_grad`] lays them out at the end): with a row-major destination the GEMM would
+/// repack the columns transposed, which took more time than the product.
 fn accumulate_weight_grad(
     x: &View<'_>,
     gy: &[f32],
@@ -193,10 +211,11 @@ fn accumulate_weight_grad(
     dw: &mut [f32],
     threads: usize,
 ) -> Result<()> {
-    let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
+    let (l, ck) = (g.l(), g.c * g.k());
     let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
-    with_cols(g.c * g.k() * l, |cols| {
+    with_cols(ck * l, |cols| {
         im2col(x, i, 0, g, cols);
+        let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
         for grp in 0..g.groups {
             let a = MatRef {
                 offset: grp * cout_g * l,
@@ -207,9 +226,14 @@ fn accumulate_weight_grad(
                 ..MatRef::row_major(cols, rows_g, l)
             }
             .t();
+            // the group's block of dw column-major
             let c = MatMut {
+                data: &mut *dw,
                 offset: grp * cout_g * rows_g,
-                ..MatMut::row_major(dw, cout_g, rows_g)
+                rows: cout_g,
+                cols: rows_g,
+                row_stride: 1,
+                col_stride: cout_g,
             };
             gemm_f32(a, b, c, true, threads)?;
         }

@@ -13,7 +13,7 @@ use crate::{init, Module};
 ///
 /// ```
 /// use autograd_core::{shape, DType, Rng, Tensor};
-/// use autograd_ops::{Conv2d, Conv2dOptions, Padding};
+/// use autograd_ops::{Conv2d, Conv2dOptions, Module, Padding};
 /// let options = Conv2dOptions::new().padding(Padding::Same);
 /// let layer = Conv2d::new(3, 8, [3, 3], options, true, &mut Rng::new(0))?;
 /// let y = layer.forward(&Tensor::ones(shape![2, 3, 5, 5], &DType::Float32)?)?;
@@ -48,7 +48,7 @@ impl Conv2d {
         let groups = options.groups;
         ensure_positive("Conv2d", options.stride, options.dilation, groups)?;
         ensure!(
-            in_channels % groups == 0 && out_channels % groups == 0,
+            in_channels.is_multiple_of(groups) && out_channels.is_multiple_of(groups),
             Value,
             "Conv2d: in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}"
         );

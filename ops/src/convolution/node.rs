@@ -26,6 +26,16 @@ fn result(like: &Tensor, values: Vec<f32>, dims: &[usize]) -> Result<Tensor> {
     like.f32_with_layout(values, Arc::new(Layout::row_major(dims)?))
 }
 
+/// A dense row-major result of `dims` beside `like`'s storage that `f` writes completely, in
+/// a reused buffer when one is free (no page faults for a fresh one).
+fn written(
+    like: &Tensor,
+    dims: &[usize],
+    f: impl FnOnce(&mut [f32]) -> Result<()>,
+) -> Result<Tensor> {
+    kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(dims)?), f)
+}
+
 /// The convolution of `x` with `w` plus `bias` over the checked geometry `geom`.
 #[differentiable]
 pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) -> Result<Tensor> {
@@ -44,7 +54,7 @@ pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) 
             let gy = dense(&eg)?;
             let gx = needs
                 .input(0)
-                .then(|| input_grad(&gy, &wv, &geom))
+                .then(|| written(x, &geom.input_dims(), |gx| input_grad(&gy, &wv, &geom, gx)))
                 .transpose()?;
             let gw = if needs.input(1) {
                 Some(weight_grad(&View::of(&ex)?, &gy, &geom)?)
@@ -55,7 +65,7 @@ pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) 
             Ok((gx, gw, gb))
         })??;
         Ok((
-            gx.map(|v| x.f32_like(v)).transpose()?,
+            gx,
             gw.map(|v| w.f32_like(v)).transpose()?,
             match (bias, gb) {
                 (Some(b), Some(v)) => Some(b.f32_like(v)?),
@@ -65,8 +75,12 @@ pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) 
     }
     let wv = w.values::<f32>()?;
     let bv = bias.map(Tensor::values::<f32>).transpose()?;
-    let y = kernel::read::<f32, _>(x, |e| forward(&View::of(&e)?, &wv, bv.as_deref(), &geom))??;
-    result(x, y, &geom.output_dims())
+    kernel::read::<f32, _>(x, |e| {
+        let view = View::of(&e)?;
+        written(x, &geom.output_dims(), |y| {
+            forward(&view, &wv, bv.as_deref(), &geom, y)
+        })
+    })?
 }
 
 /// The transposed convolution of `x` (the output side of `geom`) with `w` plus `bias`: the
@@ -93,7 +107,11 @@ pub(crate) fn conv_transpose2d(
             let gy = View::of(&eg)?;
             let gx = needs
                 .input(0)
-                .then(|| forward(&gy, &wv, None, &geom))
+                .then(|| {
+                    written(x, &geom.output_dims(), |gx| {
+                        forward(&gy, &wv, None, &geom, gx)
+                    })
+                })
                 .transpose()?;
             let gw = if needs.input(1) {
                 Some(weight_grad(&gy, &dense(&ex)?, &geom)?)
@@ -108,7 +126,7 @@ pub(crate) fn conv_transpose2d(
             Ok((gx, gw, gb))
         })??;
         Ok((
-            gx.map(|v| x.f32_like(v)).transpose()?,
+            gx,
             gw.map(|v| w.f32_like(v)).transpose()?,
             match (bias, gb) {
                 (Some(b), Some(v)) => Some(b.f32_like(v)?),
@@ -117,18 +135,23 @@ pub(crate) fn conv_transpose2d(
         ))
     }
     let wv = w.values::<f32>()?;
-    let mut y = kernel::read::<f32, _>(x, |e| input_grad(&dense(&e)?, &wv, &geom))??;
-    if let Some(b) = bias {
-        let plane = geom.h * geom.w;
-        let bv = b.values::<f32>()?;
-        if plane > 0 {
-            for (k, row) in y.chunks_exact_mut(plane).enumerate() {
-                let bk = bv[k % geom.c];
-                row.iter_mut().for_each(|v| *v += bk);
+    let bv = bias.map(Tensor::values::<f32>).transpose()?;
+    kernel::read::<f32, _>(x, |e| {
+        let xs = dense(&e)?;
+        written(x, &geom.input_dims(), |y| {
+            input_grad(&xs, &wv, &geom, y)?;
+            let plane = geom.h * geom.w;
+            if let (Some(bv), true) = (&bv, plane > 0) {
+                for (k, row) in y.chunks_exact_mut(plane).enumerate() {
+                    let bk = bv[k % geom.c];
+                    for v in row.iter_mut() {
+                        *v += bk;
+                    }
+                }
             }
-        }
-    }
-    result(x, y, &geom.input_dims())
+            Ok(())
+        })
+    })?
 }
 
 /// The windows of `x` as columns `[n, c kh kw, l]` (im2col).

@@ -111,7 +111,7 @@ pub fn fold(
     let d = cols.dims();
     let k = kernel[0] * kernel[1];
     ensure!(
-        k > 0 && d[1] % k == 0,
+        k > 0 && d[1].is_multiple_of(k),
         Value,
         "fold: the columns {} have {} rows, not a multiple of the kernel's {kernel:?} {k} taps",
         cols.shape(),
