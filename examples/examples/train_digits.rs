@@ -14,7 +14,6 @@ use autograd_core::{ensure, Result};
 use autograd_examples::cli::{positive, rate, run};
 use autograd_examples::digits::{load, shipped_path};
 use autograd_examples::mlp::{train, Config};
-use autograd_examples::plot::{write_svg, Panel, Series};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -129,60 +128,14 @@ fn train_digits(args: &Args) -> Result<()> {
     })?;
     bar.finish_and_clear();
     let (test_loss, test_acc) = model.evaluate(&test_set)?;
-    for (e, (l, a)) in history
-        .train_loss
-        .iter()
-        .zip(&history.test_accuracy)
-        .enumerate()
-    {
-        if e % 5 == 4 || e + 1 == history.train_loss.len() {
-            println!(
-                "epoch {:3}: train loss {l:.4}, held-out accuracy {:.2}%",
-                history.first_epoch + e + 1,
-                100.0 * a
-            );
-        }
-    }
+    history.print_epochs();
     println!(
         "held-out: loss {test_loss:.4}, accuracy {:.2}% ({} images) after {:.1} s",
         100.0 * test_acc,
         test_set.len(),
         start.elapsed().as_secs_f64()
     );
-    let epochs = |v: &[f64]| {
-        v.iter()
-            .enumerate()
-            .map(|(i, &y)| ((history.first_epoch + i + 1) as f64, y))
-            .collect()
-    };
-    let series = |name: &str, color: &str, v: &[f64]| Series {
-        name: name.into(),
-        color: color.into(),
-        points: epochs(v),
-    };
-    write_svg(
-        &args.output,
-        &[
-            Panel {
-                title: "cross-entropy loss".into(),
-                x_label: "epoch".into(),
-                y_label: "loss".into(),
-                series: vec![
-                    series("train", "#1f77b4", &history.train_loss),
-                    series("held out", "#ff7f0e", &history.test_loss),
-                ],
-            },
-            Panel {
-                title: "accuracy".into(),
-                x_label: "epoch".into(),
-                y_label: "accuracy".into(),
-                series: vec![
-                    series("train", "#1f77b4", &history.train_accuracy),
-                    series("held out", "#ff7f0e", &history.test_accuracy),
-                ],
-            },
-        ],
-    )?;
+    history.write_svg(&args.output)?;
     println!("curves written to {}", args.output.display());
     if let Some(path) = &args.save {
         println!("model saved to {}", path.display());

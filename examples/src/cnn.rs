@@ -10,9 +10,11 @@ use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
     argmax, cross_entropy, relu, AdamW, AdamWConfig, BatchNorm2d, Conv2d, Conv2dOptions,
-    CrossEntropyOptions, Linear, MaxPool2d, Module, Optimizer, Padding,
+    CrossEntropyOptions, Linear, MaxPool2d, Module, Padding,
 };
 
+use crate::classifier::train_epoch;
+pub use crate::classifier::History;
 use crate::digits::{Digits, CLASSES, FEATURES};
 
 /// The images' side: the 64 features are an 8x8 picture.
@@ -98,19 +100,6 @@ pub struct Config {
     pub save: Option<PathBuf>,
 }
 
-/// Per-epoch curves.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    /// Mean training loss of each epoch's batches.
-    pub train_loss: Vec<f64>,
-    /// Training-set accuracy after each epoch (eval mode).
-    pub train_accuracy: Vec<f64>,
-    /// Held-out loss after each epoch (eval mode).
-    pub test_loss: Vec<f64>,
-    /// Held-out accuracy after each epoch (eval mode).
-    pub test_accuracy: Vec<f64>,
-}
-
 /// Trains a fresh [`Cnn`] on `train` for `config.epochs` epochs, evaluating on `test` after
 /// every epoch; `on_step` is called after every optimizer step with the epoch and the
 /// batch's loss.
@@ -136,26 +125,10 @@ pub fn train(
         DataLoader::new(TensorDataset::new(vec![x, y])?, config.batch)?.shuffle(config.seed);
     let mut history = History::default();
     for epoch in 0..config.epochs {
-        let (mut total, mut batches) = (0.0, 0u32);
-        for batch in loader.epoch(epoch as u64)? {
-            let [x, y] = <[Tensor; 2]>::try_from(batch?).map_err(|_| {
-                autograd_core::Error::Runtime("a digits batch has two fields".into())
-            })?;
-            let loss = cross_entropy(&model.forward(&x)?, &y, CrossEntropyOptions::default())?;
-            opt.zero_grad()?;
-            loss.backward()?;
-            opt.step()?;
-            let l = loss.item()?.to_f64();
-            total += l;
-            batches += 1;
-            on_step(epoch, l);
-        }
-        history.train_loss.push(total / f64::from(batches.max(1)));
+        let loss = train_epoch(&loader, epoch, &mut opt, |x| model.forward(x), &mut on_step)?;
         let (_, train_acc) = model.evaluate(train)?;
-        let (test_loss, test_acc) = model.evaluate(test)?;
-        history.train_accuracy.push(train_acc);
-        history.test_loss.push(test_loss);
-        history.test_accuracy.push(test_acc);
+        let held_out = model.evaluate(test)?;
+        history.record(loss, train_acc, held_out);
     }
     if let Some(path) = &config.save {
         model.save(path)?;

@@ -3,6 +3,7 @@
 //! `tiny_transformer`, `bench`, …).
 
 pub mod addition;
+pub mod classifier;
 pub mod cli;
 pub mod cnn;
 pub mod digits;

@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
-    argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Module, Optimizer,
+    argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Module,
 };
 
+use crate::classifier::train_epoch;
+pub use crate::classifier::History;
 use crate::digits::{Digits, CLASSES, FEATURES};
 
 /// What to train.
@@ -120,22 +122,6 @@ impl Progress {
     }
 }
 
-/// The curves of one training run, one entry per epoch of this run.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    /// Epochs done before this run (by the run it resumed); entry `i` of each curve is epoch
-    /// `first_epoch + i + 1`.
-    pub first_epoch: usize,
-    /// Mean training loss over the epoch's batches.
-    pub train_loss: Vec<f64>,
-    /// Held-out loss at the end of the epoch.
-    pub test_loss: Vec<f64>,
-    /// Training accuracy at the end of the epoch (0..1).
-    pub train_accuracy: Vec<f64>,
-    /// Held-out accuracy at the end of the epoch (0..1).
-    pub test_accuracy: Vec<f64>,
-}
-
 /// Linear(64, hidden) -> ReLU -> Linear(hidden, 10); its state dict names are PyTorch's for
 /// the same two `nn.Linear` fields (`hidden.weight`, `hidden.bias`, `out.weight`, `out.bias`).
 #[derive(Debug, Module)]
@@ -224,27 +210,9 @@ pub fn train(
         ))
     })?;
     for epoch in first_epoch..last {
-        let mut total = 0.0;
-        let mut batches = 0;
-        for batch in loader.epoch(epoch as u64)? {
-            let [x, y] = <[Tensor; 2]>::try_from(batch?).map_err(|_| {
-                autograd_core::Error::Runtime("a digits batch has two fields".into())
-            })?;
-            let loss = cross_entropy(&model.forward(&x)?, &y, CrossEntropyOptions::default())?;
-            opt.zero_grad()?;
-            loss.backward()?;
-            opt.step()?;
-            let l = loss.item()?.to_f64();
-            total += l;
-            batches += 1;
-            on_step(epoch, l);
-        }
-        history.train_loss.push(total / f64::from(batches.max(1)));
+        let loss = train_epoch(&loader, epoch, &mut opt, |x| model.forward(x), &mut on_step)?;
         let (_, train_acc) = model.evaluate(train)?;
-        let (test_loss, test_acc) = model.evaluate(test)?;
-        history.train_accuracy.push(train_acc);
-        history.test_loss.push(test_loss);
-        history.test_accuracy.push(test_acc);
+        history.record(loss, train_acc, model.evaluate(test)?);
     }
     if let Some(path) = &config.save {
         model.save(path)?;
