@@ -3,9 +3,11 @@
 
 use std::path::Path;
 
-use autograd_core::{Result, Tensor};
+use autograd_core::{no_grad, Result, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
-use autograd_ops::{cross_entropy, CrossEntropyOptions, Optimizer};
+use autograd_ops::{argmax, cross_entropy, CrossEntropyOptions, Optimizer};
+
+use crate::digits::Digits;
 
 use crate::plot::{write_svg, Panel, Series};
 
@@ -115,4 +117,22 @@ pub fn train_epoch<O: Optimizer>(
         on_step(epoch, l);
     }
     Ok(total / f64::from(batches.max(1)))
+}
+
+/// `(mean loss, accuracy)` of `forward`'s logits on `data`, without recording a graph.
+pub fn evaluate(data: &Digits, forward: impl Fn(&Tensor) -> Result<Tensor>) -> Result<(f64, f64)> {
+    let _guard = no_grad();
+    let (x, y) = data.tensors()?;
+    let logits = forward(&x)?;
+    let loss = cross_entropy(&logits, &y, CrossEntropyOptions::default())?;
+    let predicted = argmax(&logits, 1, false)?.values::<i32>()?;
+    let right = predicted
+        .iter()
+        .zip(&data.labels)
+        .filter(|(p, l)| p == l)
+        .count();
+    Ok((
+        loss.item()?.to_f64(),
+        right as f64 / data.len().max(1) as f64,
+    ))
 }

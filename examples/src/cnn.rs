@@ -6,11 +6,11 @@
 
 use std::path::PathBuf;
 
-use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
+use autograd_core::{ensure, Result, Rng, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
 use autograd_ops::{
-    argmax, cross_entropy, relu, AdamW, AdamWConfig, BatchNorm2d, Conv2d, Conv2dOptions,
-    CrossEntropyOptions, Linear, MaxPool2d, Module, Padding,
+    relu, AdamW, AdamWConfig, BatchNorm2d, Conv2d, Conv2dOptions, Linear, MaxPool2d, Module,
+    Padding,
 };
 
 use crate::classifier::train_epoch;
@@ -64,22 +64,7 @@ impl Cnn {
     /// without recording a graph; the model is left in training mode.
     pub fn evaluate(&mut self, data: &Digits) -> Result<(f64, f64)> {
         self.eval();
-        let result = (|| {
-            let _guard = no_grad();
-            let (x, y) = data.tensors()?;
-            let logits = self.forward(&x)?;
-            let loss = cross_entropy(&logits, &y, CrossEntropyOptions::default())?;
-            let predicted = argmax(&logits, 1, false)?.values::<i32>()?;
-            let right = predicted
-                .iter()
-                .zip(&data.labels)
-                .filter(|(p, l)| p == l)
-                .count();
-            Ok((
-                loss.item()?.to_f64(),
-                right as f64 / data.len().max(1) as f64,
-            ))
-        })();
+        let result = crate::classifier::evaluate(data, |x| self.forward(x));
         self.train();
         result
     }

@@ -4,11 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use autograd_core::{ensure, no_grad, Result, Rng, Tensor};
+use autograd_core::{ensure, Result, Rng, Tensor};
 use autograd_ops::data::{DataLoader, TensorDataset};
-use autograd_ops::{
-    argmax, cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Module,
-};
+use autograd_ops::{relu, AdamW, AdamWConfig, Linear, Module};
 
 use crate::classifier::train_epoch;
 pub use crate::classifier::History;
@@ -154,20 +152,7 @@ impl Mlp {
 
     /// `(mean loss, accuracy)` on `data`, without recording a graph.
     pub fn evaluate(&self, data: &Digits) -> Result<(f64, f64)> {
-        let _guard = no_grad();
-        let (x, y) = data.tensors()?;
-        let logits = self.forward(&x)?;
-        let loss = cross_entropy(&logits, &y, CrossEntropyOptions::default())?;
-        let predicted = argmax(&logits, 1, false)?.values::<i32>()?;
-        let right = predicted
-            .iter()
-            .zip(&data.labels)
-            .filter(|(p, l)| p == l)
-            .count();
-        Ok((
-            loss.item()?.to_f64(),
-            right as f64 / data.len().max(1) as f64,
-        ))
+        crate::classifier::evaluate(data, |x| self.forward(x))
     }
 }
 

@@ -36,6 +36,24 @@ fn written(
     kernel::fresh_overwritten::<f32>(like, Arc::new(Layout::row_major(dims)?), f)
 }
 
+/// The gradients of x, w and the bias, the latter two from their values in `w`'s and the
+/// bias's carriers.
+#[allow(clippy::type_complexity)]
+fn gradients(
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    (gx, gw, gb): (Option<Tensor>, Option<Vec<f32>>, Option<Vec<f32>>),
+) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    Ok((
+        gx,
+        gw.map(|v| w.f32_like(v)).transpose()?,
+        match (bias, gb) {
+            (Some(b), Some(v)) => Some(b.f32_like(v)?),
+            _ => None,
+        },
+    ))
+}
+
 /// The convolution of `x` with `w` plus `bias` over the checked geometry `geom`.
 #[differentiable]
 pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) -> Result<Tensor> {
@@ -64,14 +82,7 @@ pub(crate) fn conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: Geom) 
             let gb = want_b.then(|| channel_sums(&gy, geom.n, geom.cout, geom.l()));
             Ok((gx, gw, gb))
         })??;
-        Ok((
-            gx,
-            gw.map(|v| w.f32_like(v)).transpose()?,
-            match (bias, gb) {
-                (Some(b), Some(v)) => Some(b.f32_like(v)?),
-                _ => None,
-            },
-        ))
+        gradients(w, bias, (gx, gw, gb))
     }
     let wv = w.values::<f32>()?;
     let bv = bias.map(Tensor::values::<f32>).transpose()?;
@@ -125,14 +136,7 @@ pub(crate) fn conv_transpose2d(
             };
             Ok((gx, gw, gb))
         })??;
-        Ok((
-            gx,
-            gw.map(|v| w.f32_like(v)).transpose()?,
-            match (bias, gb) {
-                (Some(b), Some(v)) => Some(b.f32_like(v)?),
-                _ => None,
-            },
-        ))
+        gradients(w, bias, (gx, gw, gb))
     }
     let wv = w.values::<f32>()?;
     let bv = bias.map(Tensor::values::<f32>).transpose()?;
