@@ -4,7 +4,7 @@
 use autograd_core::{ensure, Result, Tensor};
 
 use super::geometry::{
-    ensure_f32, ensure_positive, ensure_rank, output_extent, resolve_padding, Geom,
+    ensure_f32, ensure_positive, ensure_rank, output_extents, resolve_padding, Geom,
 };
 use super::node;
 use super::options::{Conv2dOptions, ConvTranspose2dOptions, Padding};
@@ -57,22 +57,7 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
     );
     let kernel = [wd[2], wd[3]];
     let (pad, total) = resolve_padding(OP, padding, kernel, stride, dilation)?;
-    let oh = output_extent(
-        OP,
-        "height",
-        xd[2],
-        total[0],
-        kernel[0],
-        (stride[0], dilation[0]),
-    )?;
-    let ow = output_extent(
-        OP,
-        "width",
-        xd[3],
-        total[1],
-        kernel[1],
-        (stride[1], dilation[1]),
-    )?;
+    let [oh, ow] = output_extents(OP, [xd[2], xd[3]], total, kernel, (stride, dilation))?;
     Ok(Geom {
         n: xd[0],
         c: xd[1],

@@ -138,6 +138,28 @@ pub(crate) fn resolve_padding(
 
 /// The output extent of one axis: `(input + total padding - span) / stride + 1`, where the
 /// kernel's span `dilation (kernel - 1) + 1` must fit the padded input (`Error::Value`).
+/// The output's `[height, width]` for an `input` of `[height, width]` under `total_pad`,
+/// `kernel`, `stride` and `dilation` per axis (each checked as [`output_extent`]).
+pub(crate) fn output_extents(
+    op: &str,
+    input: [usize; 2],
+    total_pad: [usize; 2],
+    kernel: [usize; 2],
+    (stride, dilation): ([usize; 2], [usize; 2]),
+) -> Result<[usize; 2]> {
+    let axis = |i: usize, name: &str| {
+        output_extent(
+            op,
+            name,
+            input[i],
+            total_pad[i],
+            kernel[i],
+            (stride[i], dilation[i]),
+        )
+    };
+    Ok([axis(0, "height")?, axis(1, "width")?])
+}
+
 pub(crate) fn output_extent(
     op: &str,
     axis: &str,

@@ -4,7 +4,7 @@
 use autograd_core::{ensure, Result, Tensor};
 
 use super::geometry::{
-    ensure_f32, ensure_positive, ensure_rank, output_extent, resolve_padding, Geom,
+    ensure_f32, ensure_positive, ensure_rank, output_extents, resolve_padding, Geom,
 };
 use super::node;
 use super::options::Conv2dOptions;
@@ -26,22 +26,7 @@ fn windows(
     ensure!(groups == 1, Value, "{op}: groups must be 1, got {groups}");
     let [n, c, h, w] = dims;
     let (pad, total) = resolve_padding(op, padding, kernel, stride, dilation)?;
-    let oh = output_extent(
-        op,
-        "height",
-        h,
-        total[0],
-        kernel[0],
-        (stride[0], dilation[0]),
-    )?;
-    let ow = output_extent(
-        op,
-        "width",
-        w,
-        total[1],
-        kernel[1],
-        (stride[1], dilation[1]),
-    )?;
+    let [oh, ow] = output_extents(op, [h, w], total, kernel, (stride, dilation))?;
     Ok(Geom {
         n,
         c,

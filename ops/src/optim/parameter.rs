@@ -85,6 +85,16 @@ pub(crate) fn check_non_negative(name: &str, value: f32) -> Result<()> {
     Ok(())
 }
 
+/// `eps` finite and positive (`Error::Value` otherwise), as PyTorch checks it.
+pub(crate) fn check_eps(eps: f32) -> Result<()> {
+    ensure!(
+        eps.is_finite() && eps > 0.0,
+        Value,
+        "invalid epsilon {eps}: it must be finite and > 0"
+    );
+    Ok(())
+}
+
 /// What a gradient is multiplied by: `-1` to climb the objective (`maximize`), else `1`
 /// (exact: the product is the gradient or its negation, bit for bit).
 pub(crate) fn sign_of(maximize: bool) -> f32 {

@@ -4,13 +4,15 @@
 use std::path::Path;
 
 use autograd_core::kernel::alloc;
-use autograd_core::{ensure, Result, Tensor};
+use autograd_core::{Result, Tensor};
 
 use crate::persist::optimizer_state::{self, names_of, Loaded, Slot};
 
 use super::group::{borrowed, flag, Groups, ParamGroup};
 use super::moments::lerp;
-use super::parameter::{check_gradients, check_non_negative, check_parameters, decimal, sign_of};
+use super::parameter::{
+    check_eps, check_gradients, check_non_negative, check_parameters, decimal, sign_of,
+};
 use super::update::{step_all, update};
 use super::Optimizer;
 
@@ -85,13 +87,7 @@ fn check_config(c: &RmsPropConfig) -> Result<()> {
     check_non_negative("alpha", c.alpha)?;
     check_non_negative("momentum", c.momentum)?;
     check_non_negative("weight_decay", c.weight_decay)?;
-    ensure!(
-        c.eps.is_finite() && c.eps > 0.0,
-        Value,
-        "invalid epsilon {}: it must be finite and > 0",
-        c.eps
-    );
-    Ok(())
+    check_eps(c.eps)
 }
 
 impl RmsProp {
