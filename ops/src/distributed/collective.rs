@@ -25,25 +25,25 @@ pub enum ReduceOp {
 
 /// An element type that travels as itself in MPI messages.
 trait Wire: Element + Equivalence {
-    /// `sum / n`, or `None` where a mean is not of this type (integers).
-    fn mean(sum: Self, n: usize) -> Option<Self>;
+    /// `sum / n` (integers truncate; [`World::all_reduce`] refuses their mean first).
+    fn mean(sum: Self, n: usize) -> Self;
 }
 
 impl Wire for f32 {
-    fn mean(sum: f32, n: usize) -> Option<f32> {
-        Some(sum / n as f32)
+    fn mean(sum: f32, n: usize) -> f32 {
+        sum / n as f32
     }
 }
 
 impl Wire for f64 {
-    fn mean(sum: f64, n: usize) -> Option<f64> {
-        Some(sum / n as f64)
+    fn mean(sum: f64, n: usize) -> f64 {
+        sum / n as f64
     }
 }
 
 impl Wire for i64 {
-    fn mean(_: i64, _: usize) -> Option<i64> {
-        None
+    fn mean(sum: i64, n: usize) -> i64 {
+        sum / n as i64
     }
 }
 
@@ -154,6 +154,11 @@ impl World {
     pub fn all_reduce(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
         let what = "all_reduce";
         agree_on(self, op_code(op), t, what)?;
+        ensure!(
+            !(op == ReduceOp::Mean && *t.dtype() == DType::Int64),
+            Type,
+            "all_reduce(mean) of an Int64 tensor is not an Int64 tensor; convert it to a float dtype first"
+        );
         fits(Some(t.size()), what)?;
         match t.dtype() {
             DType::Float32 => self.all_reduce_as::<f32>(t, op),
@@ -163,9 +168,6 @@ impl World {
     }
 
     fn all_reduce_as<T: Wire>(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
-        if op == ReduceOp::Mean && T::mean(T::default(), 1).is_none() {
-            bail!(Type, "all_reduce(mean) of a {} tensor is not of its dtype; convert it to a float dtype first", t.dtype());
-        }
         let send = t.values::<T>()?;
         let mut recv = vec![T::default(); send.len()];
         let mpi_op = match op {
@@ -177,8 +179,7 @@ impl World {
         if op == ReduceOp::Mean {
             let n = self.size();
             for x in &mut recv {
-                // checked above: floats have a mean
-                *x = T::mean(*x, n).unwrap_or(*x);
+                *x = T::mean(*x, n);
             }
         }
         Tensor::from_vec(recv, t.shape().clone())

@@ -234,10 +234,7 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// Saves the module's state dict (as [`Module::save`]) on rank 0 only, then waits for it on
     /// every rank: every rank calls it, and returns once the file is complete. A failed save is
     /// an error on every rank.
-    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()>
-    where
-        M: Sized,
-    {
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let saved = if self.world.rank() == 0 {
             self.module.save(path)
         } else {
@@ -248,10 +245,7 @@ impl<'w, M: Module> Ddp<'w, M> {
 
     /// Loads a state dict (as [`Module::load`]) on every rank, each from `path` on its own
     /// machine. A rank that fails makes the call fail on every rank.
-    pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()>
-    where
-        M: Sized,
-    {
+    pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let loaded = self.module.load(path);
         super::agreement::all_succeeded(self.world, loaded, "loading the checkpoint")
     }
