@@ -2,12 +2,14 @@
 //! first (backward produces them in about that order), are packed into flat `f32` buffers of
 //! about `bucket_bytes` each; each bucket's non-blocking all-reduce (`MPI_Iallreduce`) starts
 //! as soon as it is packed, so later buckets are packed while earlier ones travel, and each is
-//! unpacked as soon as it completes, in whatever order.
+//! unpacked as soon as it completes, in whatever order. A single bucket has nothing to overlap
+//! with and takes the blocking `MPI_Allreduce`, which MPI libraries tune harder.
 //!
 //! A bucket's buffer holds its gradients' values in logical order, then one presence flag per
 //! gradient (1 where this rank has one), then one failure flag (1 when this rank's backward
 //! failed). After the sum every rank knows which gradients some rank had (a missing one counts
 //! as zeros, as in PyTorch) and whether any rank failed, so every rank takes the same decision.
+//! The buffers are kept from step to step ([`Buckets`]).
 
 use std::ops::Range;
 
@@ -82,36 +84,92 @@ impl Plan {
     }
 }
 
-/// Averages `grads` (one per planned gradient, `None` where this rank has none) across ranks.
-/// Returns, for each gradient, the mean over ranks where some rank had it (a rank without
-/// counts as zeros) and `None` where no rank had it. `failed` is this rank's own failure,
-/// shared through the buckets' failure flags: when any rank failed, every rank gets an error
-/// (its own, or one saying how many ranks failed) and nothing is returned.
-pub(crate) fn average(
-    world: &World,
-    plan: &Plan,
-    grads: &[Option<Tensor>],
-    failed: Option<Error>,
-) -> Result<Vec<Option<Vec<f32>>>> {
-    if grads.len() != plan.sizes.len() {
-        bail!(
-            Runtime,
-            "{} gradients for a bucket plan of {}",
-            grads.len(),
-            plan.sizes.len()
-        );
+/// The flat buffers of a [`Plan`]'s buckets, kept from one averaging to the next (a model's
+/// worth of send and receive buffers, so that a step neither allocates nor faults in fresh
+/// pages for them).
+#[derive(Debug)]
+pub(crate) struct Buckets {
+    plan: Plan,
+    sends: Vec<Vec<f32>>,
+    recvs: Vec<Vec<f32>>,
+}
+
+impl Buckets {
+    /// The buffers of `plan`, allocated on first use.
+    pub(crate) fn new(plan: Plan) -> Buckets {
+        Buckets {
+            plan,
+            sends: Vec::new(),
+            recvs: Vec::new(),
+        }
     }
-    let mut failed = failed;
-    let mut sends: Vec<Vec<f32>> = (0..plan.len())
-        .map(|b| vec![0.0; plan.buffer_len(b)])
-        .collect();
-    let mut recvs: Vec<Vec<f32>> = sends.iter().map(|s| vec![0.0; s.len()]).collect();
-    let mut out: Vec<Option<Vec<f32>>> = vec![None; grads.len()];
-    let mut failures = 0.0f32;
-    let n = world.size();
-    let comm = world.comm();
-    mpi::request::multiple_scope(plan.len(), |scope, requests| {
-        for (b, (send, recv)) in sends.iter_mut().zip(recvs.iter_mut()).enumerate() {
+
+    /// How many buckets there are.
+    pub(crate) fn len(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks,
+    /// a bucket at a time, and as each bucket arrives calls `write(i, sum)` for each of its
+    /// gradients that some rank had (`sum` over ranks in logical order; a rank without one
+    /// counted zeros); a gradient no rank had is skipped. `failed` is this rank's failure
+    /// before averaging, which every bucket reports: when any rank failed, no `write` runs and
+    /// every rank gets an error (its own, or one saying how many ranks failed).
+    ///
+    /// Every rank must call this with the same plan (the ranks agreed on it); `grads` must
+    /// match the plan's sizes (else `Error::Runtime` before anything is sent: a bug).
+    pub(crate) fn all_reduce(
+        &mut self,
+        world: &World,
+        grads: &[Option<Tensor>],
+        failed: Option<Error>,
+        mut write: impl FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let plan = &self.plan;
+        let mismatch = grads.len() != plan.sizes.len()
+            || grads
+                .iter()
+                .zip(&plan.sizes)
+                .any(|(g, &n)| g.as_ref().is_some_and(|g| g.size() != n));
+        if mismatch {
+            bail!(
+                Runtime,
+                "gradients of sizes {:?} for buckets planned for {:?}",
+                grads
+                    .iter()
+                    .map(|g| g.as_ref().map(Tensor::size))
+                    .collect::<Vec<_>>(),
+                plan.sizes
+            );
+        }
+        if self.sends.len() != plan.len() {
+            self.sends = (0..plan.len())
+                .map(|b| vec![0.0; plan.buffer_len(b)])
+                .collect();
+            self.recvs = self.sends.clone();
+        }
+        let mut failed = failed;
+        let mut failures = 0.0f32;
+        let mut write_error = None;
+        // what to do with a bucket's sum once it has arrived
+        let mut arrived = |b: usize, summed: &[f32]| {
+            let failing = summed.last().copied().unwrap_or(0.0);
+            failures = failures.max(failing);
+            if failing > 0.0 || write_error.is_some() {
+                return;
+            }
+            let flags = summed.len() - plan.buckets[b].len() - 1;
+            for (k, (i, span)) in plan.spans(b).enumerate() {
+                if summed[flags + k] > 0.0 {
+                    if let Err(e) = write(i, &summed[span]) {
+                        write_error = Some(e);
+                        return;
+                    }
+                }
+            }
+        };
+        let comm = world.comm();
+        let mut pack_next = |b: usize, send: &mut [f32]| {
             if failed.is_none() {
                 if let Err(e) = pack(plan, b, grads, send) {
                     failed = Some(e);
@@ -120,59 +178,61 @@ pub(crate) fn average(
             if let Some(last) = send.last_mut() {
                 *last = f32::from(u8::from(failed.is_some()));
             }
-            let send: &[f32] = send;
-            requests.add(comm.immediate_all_reduce_into(
-                scope,
-                send,
-                &mut recv[..],
-                SystemOperation::sum(),
-            ));
+        };
+        if let ([send], [recv]) = (&mut self.sends[..], &mut self.recvs[..]) {
+            // one bucket overlaps with nothing: the blocking all-reduce, which MPI libraries
+            // tune harder than their non-blocking ones
+            pack_next(0, send);
+            comm.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+            arrived(0, recv);
+        } else {
+            mpi::request::multiple_scope(plan.len(), |scope, requests| {
+                for (b, (send, recv)) in
+                    self.sends.iter_mut().zip(self.recvs.iter_mut()).enumerate()
+                {
+                    pack_next(b, send);
+                    let send: &[f32] = send;
+                    requests.add(comm.immediate_all_reduce_into(
+                        scope,
+                        send,
+                        &mut recv[..],
+                        SystemOperation::sum(),
+                    ));
+                }
+                // unpacked as each bucket arrives, in whatever order
+                while requests.incomplete() > 0 {
+                    let Some((b, _, summed)) = requests.wait_any() else {
+                        break;
+                    };
+                    arrived(b, summed);
+                }
+            });
         }
-        while requests.incomplete() > 0 {
-            let Some((b, _, summed)) = requests.wait_any() else {
-                break;
-            };
-            failures = failures.max(summed.last().copied().unwrap_or(0.0));
-            unpack(plan, b, summed, n, &mut out);
+        let n = world.size();
+        match (failed, write_error) {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) if failures > 0.0 => Err(Error::Runtime(format!(
+                "{failures} of the {n} ranks failed before their gradients could be averaged; the gradients are this rank's own"
+            ))),
+            (None, None) => Ok(()),
         }
-    });
-    match failed {
-        Some(e) => Err(e),
-        None if failures > 0.0 => Err(Error::Runtime(format!(
-            "{failures} of the {n} ranks failed before their gradients could be averaged; this rank's .grad holds its local gradients"
-        ))),
-        None => Ok(out),
     }
 }
 
-/// Writes bucket `b`'s gradients and presence flags into `buf` (zeros where a gradient is
-/// missing; the buffer starts zeroed).
+/// Writes bucket `b`'s gradients and presence flags into `buf`: values in logical order,
+/// zeros where a gradient is missing, then a flag per gradient (1 where present).
 fn pack(plan: &Plan, b: usize, grads: &[Option<Tensor>], buf: &mut [f32]) -> Result<()> {
-    let values_end = buf.len() - plan.buckets[b].len() - 1;
+    let flags = buf.len() - plan.buckets[b].len() - 1;
     for (k, (i, span)) in plan.spans(b).enumerate() {
-        let Some(g) = &grads[i] else { continue };
-        if g.size() != span.len() {
-            bail!(
-                Value,
-                "gradient {i} has {} elements where {} were planned",
-                g.size(),
-                span.len()
-            );
+        if let Some(g) = &grads[i] {
+            kernel::read_logical::<f32, _>(g, |xs| buf[span].copy_from_slice(xs))?;
+            buf[flags + k] = 1.0;
+        } else {
+            buf[span].fill(0.0);
+            buf[flags + k] = 0.0;
         }
-        kernel::read_logical::<f32, _>(g, |xs| buf[span].copy_from_slice(xs))?;
-        buf[values_end + k] = 1.0;
     }
     Ok(())
-}
-
-/// Reads bucket `b`'s summed buffer into `out`: the mean of each gradient some rank had.
-fn unpack(plan: &Plan, b: usize, summed: &[f32], n: usize, out: &mut [Option<Vec<f32>>]) {
-    let flags = summed.len() - plan.buckets[b].len() - 1;
-    for (k, (i, span)) in plan.spans(b).enumerate() {
-        if summed[flags + k] > 0.0 {
-            out[i] = Some(summed[span].iter().map(|&s| s / n as f32).collect());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,12 +2,13 @@
 //! averaged across ranks after every backward, so that every rank's optimizer takes the same
 //! step and the replicas stay equal.
 
+use std::cell::RefCell;
 use std::fmt;
 
-use autograd_core::{ensure, Error, Result, Tensor};
+use autograd_core::{ensure, kernel, no_grad, Error, Result, Tensor};
 
 use super::agreement::{agree, Fnv};
-use super::bucket::{self, Plan};
+use super::bucket::{Buckets, Plan};
 use super::{fingerprint, replica, World};
 use crate::module::Module;
 
@@ -62,7 +63,8 @@ pub struct Ddp<'w, M: Module> {
     module: M,
     /// The differentiable parameters, in declaration order.
     params: Vec<Tensor>,
-    plan: Plan,
+    /// Their buckets' buffers, reused by every averaging (a `Ddp` stays on one thread).
+    buckets: RefCell<Buckets>,
     bucket_bytes: usize,
     /// Whether `backward` averages (false inside [`Ddp::no_sync`]).
     sync: bool,
@@ -76,7 +78,7 @@ impl<M: Module> fmt::Debug for Ddp<'_, M> {
         f.debug_struct("Ddp")
             .field("world", self.world)
             .field("parameters", &self.params.len())
-            .field("buckets", &self.plan.len())
+            .field("buckets", &self.bucket_count())
             .field("bucket_bytes", &self.bucket_bytes)
             .field("sync", &self.sync)
             .finish_non_exhaustive()
@@ -109,7 +111,7 @@ impl<'w, M: Module> Ddp<'w, M> {
             world,
             module,
             params,
-            plan,
+            buckets: RefCell::new(Buckets::new(plan)),
             bucket_bytes: options.bucket_bytes,
             sync: true,
         })
@@ -137,11 +139,13 @@ impl<'w, M: Module> Ddp<'w, M> {
 
     /// How many gradient buckets one averaging sends.
     pub fn bucket_count(&self) -> usize {
-        self.plan.len()
+        self.buckets.borrow().len()
     }
 
     /// Runs `loss.backward()`, then (outside [`Ddp::no_sync`]) averages every parameter's
-    /// `.grad` across ranks: every rank calls it once per step. A parameter that has no
+    /// `.grad` across ranks, in place (each gradient's version moves on; a parameter whose
+    /// gradient was missing here or cannot be written in place gets a fresh one): every rank
+    /// calls it once per step. A parameter that has no
     /// gradient on some ranks counts as zeros there; one that has none on any rank keeps none.
     /// When the backward fails on some rank, every rank gets an error (the failing rank its
     /// own) and the gradients stay local.
@@ -171,13 +175,15 @@ impl<'w, M: Module> Ddp<'w, M> {
                 })
             })
             .collect();
-        let averaged = bucket::average(self.world, &self.plan, &grads, failed)?;
-        for (p, mean) in self.params.iter().zip(averaged) {
-            if let Some(values) = mean {
-                p.set_grad(Some(p.f32_like(values)?))?;
-            }
-        }
-        Ok(())
+        let n = self.world.size() as f32;
+        let mut buckets = self.buckets.try_borrow_mut().map_err(|_| {
+            Error::Runtime("a Ddp averaged its gradients while already averaging them".into())
+        })?;
+        buckets.all_reduce(self.world, &grads, failed, |i, sum| {
+            write_mean(&self.params[i], grads[i].as_ref(), sum, n, |g| {
+                self.params[i].set_grad(Some(g))
+            })
+        })
     }
 
     /// Runs `f` with gradient averaging off: backward calls inside only accumulate into the
@@ -192,8 +198,9 @@ impl<'w, M: Module> Ddp<'w, M> {
 
     /// Averages `grads` across ranks in place, for the functional `grad` path: every rank
     /// passes Float32 tensors of the same shapes in the same order (checked once per call:
-    /// otherwise `Error::Value` on every rank). Each tensor is replaced by the mean over ranks,
-    /// in its own layout.
+    /// otherwise `Error::Value` on every rank). Each tensor's values become the mean over
+    /// ranks: written in place where it is one CPU subtensor with a slot per element, else the
+    /// tensor is replaced by a fresh one laid out like it.
     pub fn average_grads(&self, grads: &mut [Tensor]) -> Result<()> {
         let hash = grads
             .iter()
@@ -220,12 +227,20 @@ impl<'w, M: Module> Ddp<'w, M> {
             );
         }
         let sizes: Vec<usize> = grads.iter().map(Tensor::size).collect();
-        let plan = Plan::new(&sizes, self.bucket_bytes)?;
+        let mut buckets = Buckets::new(Plan::new(&sizes, self.bucket_bytes)?);
         let held: Vec<Option<Tensor>> = grads.iter().cloned().map(Some).collect();
-        let averaged = bucket::average(self.world, &plan, &held, None)?;
-        for (g, mean) in grads.iter_mut().zip(averaged) {
-            if let Some(values) = mean {
-                *g = g.f32_like(values)?;
+        let targets: &[Tensor] = grads;
+        let n = self.world.size() as f32;
+        let mut fresh: Vec<Option<Tensor>> = vec![None; grads.len()];
+        buckets.all_reduce(self.world, &held, None, |i, sum| {
+            write_mean(&targets[i], held[i].as_ref(), sum, n, |g| {
+                fresh[i] = Some(g);
+                Ok(())
+            })
+        })?;
+        for (g, f) in grads.iter_mut().zip(fresh) {
+            if let Some(f) = f {
+                *g = f;
             }
         }
         Ok(())
@@ -248,5 +263,29 @@ impl<'w, M: Module> Ddp<'w, M> {
     pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let loaded = self.module.load(path);
         super::agreement::all_succeeded(self.world, loaded, "loading the checkpoint")
+    }
+}
+
+/// Makes `sum / n` the gradient of `target`: written into `local` (the gradient this rank had)
+/// in place, under `no_grad` (one version bump, no allocation), where it is one CPU subtensor
+/// with a slot per element; else handed to `replace` as a fresh tensor laid out for `target`.
+fn write_mean(
+    target: &Tensor,
+    local: Option<&Tensor>,
+    sum: &[f32],
+    n: f32,
+    replace: impl FnOnce(Tensor) -> Result<()>,
+) -> Result<()> {
+    match local {
+        Some(g) if kernel::is_cpu(g) && g.layout().is_injective() => {
+            let _guard = no_grad();
+            kernel::update::<f32, _>(g, |xs| {
+                for (x, s) in xs.iter_mut().zip(sum) {
+                    *x = s / n;
+                }
+                Ok(())
+            })
+        }
+        _ => replace(target.f32_like(sum.iter().map(|s| s / n).collect())?),
     }
 }
