@@ -372,6 +372,106 @@ fn a_different_model_is_refused_on_every_rank(world: &World) -> Check {
     Ok(())
 }
 
+/// A module with a Float32 parameter and Float64 and Int64 buffers.
+#[derive(Module)]
+struct WithBuffers {
+    weight: Tensor,
+    #[module(buffer)]
+    stats: Tensor,
+    #[module(buffer)]
+    steps: Tensor,
+}
+
+fn parameters_and_buffers_come_from_rank_0_in_place(world: &World) -> Check {
+    let r = world.rank() as f64;
+    let weight = tri!(Tensor::from_vec(vec![r as f32, 1.0 + r as f32], shape![2]));
+    // a transposed Float64 buffer: written through its own layout
+    let stats = tri!(tri!(Tensor::from_vec(
+        vec![r, 2.0 * r, 3.0 * r, 4.0 * r, 5.0 * r, 6.0 * r],
+        shape![2, 3]
+    ))
+    .transpose(0, 1));
+    let steps = tri!(Tensor::from_vec(vec![7 + world.rank() as i64], shape![1]));
+    let handles = (weight.clone(), stats.clone(), steps.clone());
+    let ddp = tri!(Ddp::new(
+        world,
+        WithBuffers {
+            weight,
+            stats,
+            steps
+        },
+        DdpOptions::default()
+    ));
+    check!(
+        tri!(handles.0.to_vec::<f32>()) == [0.0, 1.0],
+        "weight {:?}",
+        handles.0.to_vec::<f32>()
+    );
+    check!(
+        tri!(handles.1.to_vec::<f64>()) == [0.0; 6],
+        "stats {:?}",
+        handles.1.to_vec::<f64>()
+    );
+    check!(
+        tri!(handles.2.to_vec::<i64>()) == [7],
+        "steps {:?}",
+        handles.2.to_vec::<i64>()
+    );
+    check!(
+        tri!(ddp.module().steps.to_vec::<i64>()) == [7],
+        "the module's own handle disagrees"
+    );
+    check!(
+        handles.1.dims() == [3, 2],
+        "the buffer's shape changed to {:?}",
+        handles.1.dims()
+    );
+    Ok(())
+}
+
+fn a_failed_backward_fails_on_every_rank(world: &World) -> Check {
+    let odd = world.size() - 1;
+    let (x, y) = tri!(batch(2));
+    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes: 64 }
+    ));
+    let loss = tri!(ddp.module().loss(&x, &y));
+    if world.rank() == odd {
+        // the graph is released: the second backward fails on this rank only
+        tri!(loss.backward());
+        let own = tri!(grads(ddp.module()));
+        let r = ddp.backward(&loss);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains("retain_graph")),
+            "the failing rank got {r:?}"
+        );
+        check!(
+            tri!(grads(ddp.module())) == own,
+            "the failing rank's gradients changed"
+        );
+    } else {
+        let r = ddp.backward(&loss);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains("1 of the")),
+            "rank {} got {r:?} while rank {odd} failed",
+            world.rank()
+        );
+        let alone = tri!(Net::new(1, HIDDEN));
+        tri!(alone.loss(&x, &y).and_then(|l| l.backward()));
+        check!(
+            tri!(grads(ddp.module())) == tri!(grads(&alone)),
+            "gradients were averaged although rank {odd} failed"
+        );
+    }
+    // the replicas go on: the next step averages again
+    let again = tri!(ddp.module().loss(&x, &y));
+    tri!(ddp.backward(&again));
+    Ok(())
+}
+
 /// Rank-dependent values: `f(i + 100 * rank)` for `i` in `0..n`.
 fn ranked<T>(world: &World, n: usize, f: impl Fn(f64) -> T) -> Vec<T> {
     (0..n)
@@ -602,7 +702,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 11] = [
+const CHECKS: [Named; 13] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -646,6 +746,14 @@ const CHECKS: [Named; 11] = [
     (
         "jumped_generators_differ_by_rank",
         jumped_generators_differ_by_rank,
+    ),
+    (
+        "parameters_and_buffers_come_from_rank_0_in_place",
+        parameters_and_buffers_come_from_rank_0_in_place,
+    ),
+    (
+        "a_failed_backward_fails_on_every_rank",
+        a_failed_backward_fails_on_every_rank,
     ),
 ];
 
