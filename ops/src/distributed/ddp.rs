@@ -15,9 +15,9 @@ use crate::module::Module;
 /// How a [`Ddp`] communicates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DdpOptions {
-    /// The size of one gradient bucket in bytes (one non-blocking all-reduce each); a
-    /// parameter larger than this is a bucket by itself. Must be positive and the same on
-    /// every rank.
+    /// The size of one gradient bucket in bytes (one non-blocking all-reduce each, started
+    /// as soon as it is packed); a parameter larger than this is a bucket by itself. Must be
+    /// positive and the same on every rank.
     pub bucket_bytes: usize,
 }
 
@@ -48,10 +48,12 @@ impl Default for DdpOptions {
 /// for _ in 0..world.rank() {
 ///     rng.jump(); // this rank's own stream
 /// }
-/// let mut ddp = Ddp::new(&world, Linear::new(4, 1, true, &mut rng)?, DdpOptions::default())?;
+/// let model = Linear::new(4, 1, true, &mut rng)?;
+/// let ddp = Ddp::new(&world, model, DdpOptions::default())?; // rank 0's parameters everywhere
 /// let mut opt = Sgd::new(ddp.module().parameters(), SgdConfig::default())?;
 /// // this rank's share of the batch
-/// let (x, y) = (Tensor::randn(shape![8, 4], &mut rng)?, Tensor::zeros(shape![8, 1], &autograd_core::DType::Float32)?);
+/// let x = Tensor::randn(shape![8, 4], &mut rng)?;
+/// let y = Tensor::zeros(shape![8, 1], &autograd_core::DType::Float32)?;
 /// let loss = mse_loss(&ddp.module().forward(&x)?, &y)?;
 /// opt.zero_grad()?;
 /// ddp.backward(&loss)?; // .grad is the mean over ranks
