@@ -114,10 +114,13 @@ impl Buckets {
     /// gradients that some rank had (`sum` over ranks in logical order; a rank without one
     /// counted zeros); a gradient no rank had is skipped. `failed` is this rank's failure
     /// before averaging, which every bucket reports: when any rank failed, no `write` runs and
-    /// every rank gets an error (its own, or one saying how many ranks failed).
+    /// every rank gets an error (its own, or one saying how many ranks failed). A gradient that
+    /// cannot be read while packing fails the buckets from its own on (earlier ones may have
+    /// been written already). No failure keeps a rank out of a bucket's all-reduce, so none
+    /// makes the others wait forever.
     ///
-    /// Every rank must call this with the same plan (the ranks agreed on it); `grads` must
-    /// match the plan's sizes (else `Error::Runtime` before anything is sent: a bug).
+    /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
+    /// not match the plan's sizes are this rank's failure (a bug).
     pub(crate) fn all_reduce(
         &mut self,
         world: &World,
@@ -126,21 +129,21 @@ impl Buckets {
         mut write: impl FnMut(usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
+        let mut failed = failed;
         let mismatch = grads.len() != plan.sizes.len()
             || grads
                 .iter()
                 .zip(&plan.sizes)
                 .any(|(g, &n)| g.as_ref().is_some_and(|g| g.size() != n));
         if mismatch {
-            bail!(
-                Runtime,
+            failed.get_or_insert(Error::Runtime(format!(
                 "gradients of sizes {:?} for buckets planned for {:?}",
                 grads
                     .iter()
                     .map(|g| g.as_ref().map(Tensor::size))
                     .collect::<Vec<_>>(),
                 plan.sizes
-            );
+            )));
         }
         if self.sends.len() != plan.len() {
             self.sends = (0..plan.len())
@@ -148,7 +151,6 @@ impl Buckets {
                 .collect();
             self.recvs = self.sends.clone();
         }
-        let mut failed = failed;
         let mut failures = 0.0f32;
         let mut write_error = None;
         // what to do with a bucket's sum once it has arrived
