@@ -121,6 +121,18 @@ fn tiny_transformer_refuses_zero_and_out_of_range_flags() {
     );
 }
 
+/// W10 needs MPI: a bench built without the `mpi` feature refuses it by name.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn bench_refuses_w10_without_the_mpi_feature() {
+    refuses(
+        "bench",
+        &["--quick", "W10"],
+        1,
+        "error: not implemented: W10 runs under mpirun in a bench built with --features mpi",
+    );
+}
+
 #[test]
 fn bench_refuses_an_unknown_workload_before_running_any() {
     let (status, stderr) = run("bench", &["--quick", "W1", "W99"]);

@@ -67,6 +67,8 @@ pub use autograd_core::{Axis, IntList, OptionalAxis};
 mod attention;
 mod convolution;
 pub mod data;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod init;
 pub mod layers;
 pub mod module;

@@ -3,10 +3,13 @@
 //!     cargo run --release -p autograd-examples --example bench -- --json [W1 W1s W3 ...]
 //!
 //! `--quick` shrinks sizes for smoke runs. W3 and S1's load run in a child process so that
-//! their peak RSS is their own.
+//! their peak RSS is their own. W10 (data-parallel, `ddp.rs`) runs only when named, in a bench
+//! built with `--features mpi` and started by `mpirun`.
 
 mod cnn;
 mod conv;
+#[cfg(feature = "mpi")]
+mod ddp;
 mod gpt;
 mod reductions;
 mod state_dict;
@@ -765,8 +768,15 @@ fn main() -> std::process::ExitCode {
 fn bench() -> Result<()> {
     let args = parse_args();
     // every name checked before anything runs: a typo fails the command, not one line of it
-    if let Some(unknown) = args.workloads.iter().find(|w| !ALL.contains(&w.as_str())) {
-        autograd_core::bail!(Value, "unknown workload {unknown}; known: {ALL:?}");
+    if let Some(unknown) = args
+        .workloads
+        .iter()
+        .find(|w| !ALL.contains(&w.as_str()) && w.as_str() != "W10")
+    {
+        autograd_core::bail!(
+            Value,
+            "unknown workload {unknown}; known: {ALL:?} and W10 (under mpirun, built with --features mpi)"
+        );
     }
     for w in &args.workloads {
         match w.as_str() {
@@ -786,6 +796,13 @@ fn bench() -> Result<()> {
             "R1" => reductions::r1(args.quick)?,
             "W9b" => cnn::w9b(args.quick)?,
             "W9a" => conv::w9a(args.quick)?,
+            #[cfg(feature = "mpi")]
+            "W10" => ddp::w10(args.quick)?,
+            #[cfg(not(feature = "mpi"))]
+            "W10" => autograd_core::bail!(
+                NotImplemented,
+                "W10 runs under mpirun in a bench built with --features mpi"
+            ),
             other => unreachable!("workload {other} was checked against ALL"),
         }
     }

@@ -1,0 +1,293 @@
+//! [`Ddp`]: a module trained on every rank on its share of each batch, with its gradients
+//! averaged across ranks after every backward, so that every rank's optimizer takes the same
+//! step and the replicas stay equal.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use autograd_core::{ensure, kernel, no_grad, Error, Result, Tensor};
+
+use super::agreement::{agree, Fnv};
+use super::bucket::{Buckets, Plan};
+use super::{fingerprint, replica, World};
+use crate::module::Module;
+
+/// How a [`Ddp`] communicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DdpOptions {
+    /// The size of one gradient bucket in bytes (one non-blocking all-reduce each, started
+    /// as soon as it is packed); a parameter larger than this is a bucket by itself. Must be
+    /// positive and the same on every rank.
+    pub bucket_bytes: usize,
+}
+
+impl Default for DdpOptions {
+    /// 25 MiB buckets, PyTorch DDP's default.
+    fn default() -> Self {
+        DdpOptions {
+            bucket_bytes: 25 * 1024 * 1024,
+        }
+    }
+}
+
+/// Distributed data parallel training of a [`Module`]: every rank holds a replica (rank 0's
+/// parameters and buffers, copied in place when the `Ddp` is made), computes the loss of its
+/// own share of the batch, and calls [`Ddp::backward`], which averages every parameter's
+/// `.grad` across ranks; each rank's optimizer then takes the same step.
+///
+/// The parameters are those of the module when the `Ddp` is made (Float32 ones: only they have
+/// gradients); a module whose structure changes afterwards needs a new `Ddp`.
+///
+/// ```no_run
+/// use autograd_core::{shape, Rng, Tensor};
+/// use autograd_ops::distributed::{Ddp, DdpOptions, World};
+/// use autograd_ops::{mse_loss, Linear, Module, Optimizer, Sgd, SgdConfig};
+///
+/// let world = World::init()?;
+/// let mut rng = Rng::new(0);
+/// for _ in 0..world.rank() {
+///     rng.jump(); // this rank's own stream
+/// }
+/// let model = Linear::new(4, 1, true, &mut rng)?;
+/// let ddp = Ddp::new(&world, model, DdpOptions::default())?; // rank 0's parameters everywhere
+/// let mut opt = Sgd::new(ddp.module().parameters(), SgdConfig::default())?;
+/// // this rank's share of the batch
+/// let x = Tensor::randn(shape![8, 4], &mut rng)?;
+/// let y = Tensor::zeros(shape![8, 1], &autograd_core::DType::Float32)?;
+/// let loss = mse_loss(&ddp.module().forward(&x)?, &y)?;
+/// opt.zero_grad()?;
+/// ddp.backward(&loss)?; // .grad is the mean over ranks
+/// opt.step()?;
+/// # Ok::<(), autograd_core::Error>(())
+/// ```
+pub struct Ddp<'w, M: Module> {
+    world: &'w World,
+    module: M,
+    /// The differentiable parameters, in declaration order.
+    params: Vec<Tensor>,
+    /// Their buckets' buffers, reused by every averaging (a `Ddp` stays on one thread).
+    buckets: RefCell<Buckets>,
+    bucket_bytes: usize,
+    /// Whether `backward` averages (false inside [`Ddp::no_sync`]).
+    sync: bool,
+}
+
+/// PyTorch's name for [`Ddp`].
+pub type DistributedDataParallel<'w, M> = Ddp<'w, M>;
+
+impl<M: Module> fmt::Debug for Ddp<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ddp")
+            .field("world", self.world)
+            .field("parameters", &self.params.len())
+            .field("buckets", &self.bucket_count())
+            .field("bucket_bytes", &self.bucket_bytes)
+            .field("sync", &self.sync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'w, M: Module> Ddp<'w, M> {
+    /// Wraps `module` on every rank (every rank calls this, with the same options). The ranks'
+    /// modules must have the same tensors (names, roles, shapes, dtypes): this is checked with
+    /// one fixed-size all-gather of their fingerprints, and a difference is `Error::Value` on
+    /// every rank naming the ranks that differ from rank 0. Then rank 0's parameters and
+    /// buffers are copied in place into the other ranks' modules.
+    pub fn new(world: &'w World, module: M, options: DdpOptions) -> Result<Self> {
+        fingerprint::check(world, &module, options.bucket_bytes)?;
+        // the same verdict everywhere: the ranks agreed on bucket_bytes
+        ensure!(
+            options.bucket_bytes > 0,
+            Value,
+            "DdpOptions::bucket_bytes must be positive"
+        );
+        replica::copy_rank0(world, &module)?;
+        let params: Vec<Tensor> = module
+            .parameters()
+            .into_iter()
+            .filter(Tensor::is_differentiable)
+            .collect();
+        let sizes: Vec<usize> = params.iter().map(Tensor::size).collect();
+        let plan = Plan::new(&sizes, options.bucket_bytes)?;
+        Ok(Ddp {
+            world,
+            module,
+            params,
+            buckets: RefCell::new(Buckets::new(plan)),
+            bucket_bytes: options.bucket_bytes,
+            sync: true,
+        })
+    }
+
+    /// The world the replicas live in.
+    pub fn world(&self) -> &'w World {
+        self.world
+    }
+
+    /// The wrapped module (its forward runs this rank's share of a batch).
+    pub fn module(&self) -> &M {
+        &self.module
+    }
+
+    /// The wrapped module, mutably (to switch train/eval, say).
+    pub fn module_mut(&mut self) -> &mut M {
+        &mut self.module
+    }
+
+    /// The wrapped module, unwrapped.
+    pub fn into_inner(self) -> M {
+        self.module
+    }
+
+    /// How many gradient buckets one averaging sends.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.borrow().len()
+    }
+
+    /// Runs `loss.backward()`, then (outside [`Ddp::no_sync`]) averages every parameter's
+    /// `.grad` across ranks, in place (each gradient's version moves on; a parameter whose
+    /// gradient was missing here or cannot be written in place gets a fresh one): every rank
+    /// calls it once per step. A parameter that has no
+    /// gradient on some ranks counts as zeros there; one that has none on any rank keeps none.
+    /// When the backward fails on some rank, every rank gets an error (the failing rank its
+    /// own) and the gradients stay local.
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        let local = loss.backward();
+        if !self.sync {
+            return local;
+        }
+        self.average_with(local.err())
+    }
+
+    /// Averages every parameter's `.grad` across ranks now, for gradients computed some other
+    /// way than [`Ddp::backward`] (`backward_with`, several losses). Every rank calls it.
+    pub fn sync_grads(&self) -> Result<()> {
+        self.average_with(None)
+    }
+
+    fn average_with(&self, failed: Option<Error>) -> Result<()> {
+        let mut failed = failed;
+        let grads: Vec<Option<Tensor>> = self
+            .params
+            .iter()
+            .map(|p| {
+                p.grad().unwrap_or_else(|e| {
+                    failed.get_or_insert(e);
+                    None
+                })
+            })
+            .collect();
+        let n = self.world.size() as f32;
+        let mut buckets = self.buckets.try_borrow_mut().map_err(|_| {
+            Error::Runtime("a Ddp averaged its gradients while already averaging them".into())
+        })?;
+        buckets.all_reduce(self.world, &grads, failed, |i, sum| {
+            write_mean(&self.params[i], grads[i].as_ref(), sum, n, |g| {
+                self.params[i].set_grad(Some(g))
+            })
+        })
+    }
+
+    /// Runs `f` with gradient averaging off: backward calls inside only accumulate into the
+    /// local `.grad`, and the first synchronised [`Ddp::backward`] afterwards averages what
+    /// accumulated (gradient accumulation over micro-batches with one communication).
+    pub fn no_sync<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        let was = std::mem::replace(&mut self.sync, false);
+        let r = f(self);
+        self.sync = was;
+        r
+    }
+
+    /// Averages `grads` across ranks in place, for the functional `grad` path: every rank
+    /// passes Float32 tensors of the same shapes in the same order (checked once per call:
+    /// otherwise `Error::Value` on every rank). Each tensor's values become the mean over
+    /// ranks: written in place where it is one CPU subtensor with a slot per element, else the
+    /// tensor is replaced by a fresh one laid out like it.
+    pub fn average_grads(&self, grads: &mut [Tensor]) -> Result<()> {
+        let hash = grads
+            .iter()
+            .fold(Fnv::new(), |h, g| {
+                let dims = g.dims();
+                dims.iter().fold(
+                    h.text(&g.dtype().to_string()).num(dims.len() as u64),
+                    |h, &d| h.num(d as u64),
+                )
+            })
+            .finish();
+        agree(
+            self.world,
+            &[grads.len() as u64, hash],
+            "average_grads: the ranks' gradient lists differ",
+            |r| format!("{} tensors, shapes and dtypes {:016x}", r[0], r[1]),
+        )?;
+        for g in grads.iter() {
+            ensure!(
+                g.is_differentiable(),
+                Type,
+                "average_grads takes Float32 gradients, not {}",
+                g.dtype()
+            );
+        }
+        let sizes: Vec<usize> = grads.iter().map(Tensor::size).collect();
+        let mut buckets = Buckets::new(Plan::new(&sizes, self.bucket_bytes)?);
+        let held: Vec<Option<Tensor>> = grads.iter().cloned().map(Some).collect();
+        let targets: &[Tensor] = grads;
+        let n = self.world.size() as f32;
+        let mut fresh: Vec<Option<Tensor>> = vec![None; grads.len()];
+        buckets.all_reduce(self.world, &held, None, |i, sum| {
+            write_mean(&targets[i], held[i].as_ref(), sum, n, |g| {
+                fresh[i] = Some(g);
+                Ok(())
+            })
+        })?;
+        for (g, f) in grads.iter_mut().zip(fresh) {
+            if let Some(f) = f {
+                *g = f;
+            }
+        }
+        Ok(())
+    }
+
+    /// Saves the module's state dict (as [`Module::save`]) on rank 0 only, then waits for it on
+    /// every rank: every rank calls it, and returns once the file is complete. A failed save is
+    /// an error on every rank.
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let saved = if self.world.rank() == 0 {
+            self.module.save(path)
+        } else {
+            Ok(())
+        };
+        super::agreement::all_succeeded(self.world, saved, "saving on rank 0")
+    }
+
+    /// Loads a state dict (as [`Module::load`]) on every rank, each from `path` on its own
+    /// machine. A rank that fails makes the call fail on every rank.
+    pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let loaded = self.module.load(path);
+        super::agreement::all_succeeded(self.world, loaded, "loading the checkpoint")
+    }
+}
+
+/// Makes `sum / n` the gradient of `target`: written into `local` (the gradient this rank had)
+/// in place, under `no_grad` (one version bump, no allocation), where it is one CPU subtensor
+/// with a slot per element; else handed to `replace` as a fresh tensor laid out for `target`.
+fn write_mean(
+    target: &Tensor,
+    local: Option<&Tensor>,
+    sum: &[f32],
+    n: f32,
+    replace: impl FnOnce(Tensor) -> Result<()>,
+) -> Result<()> {
+    match local {
+        Some(g) if kernel::is_cpu(g) && g.layout().is_injective() => {
+            let _guard = no_grad();
+            kernel::update::<f32, _>(g, |xs| {
+                for (x, s) in xs.iter_mut().zip(sum) {
+                    *x = s / n;
+                }
+                Ok(())
+            })
+        }
+        _ => replace(target.f32_like(sum.iter().map(|s| s / n).collect())?),
+    }
+}

@@ -1,0 +1,88 @@
+//! The MPI environment of one process: initialised once, finalised when [`World`] drops, and
+//! the world communicator's rank, size and barrier.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use autograd_core::{Error, Result};
+use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::Threading;
+
+/// This process's place among the processes `mpirun` started: MPI initialised at the
+/// `FUNNELED` threading level (the kernels' worker threads may run, but MPI is called from the
+/// thread that made the `World` only, which is why `World` is neither `Send` nor `Sync`), and
+/// finalised when the `World` drops. MPI can be initialised once per process, so there is at
+/// most one `World`.
+pub struct World {
+    // declared before `universe`, so the communicator handle goes before MPI_Finalize
+    comm: SimpleCommunicator,
+    _universe: Universe,
+    threading: Threading,
+    /// Keeps `World` on the thread that initialised MPI.
+    _funneled: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("World")
+            .field("rank", &self.rank())
+            .field("size", &self.size())
+            .field("threading", &self.threading)
+            .finish_non_exhaustive()
+    }
+}
+
+impl World {
+    /// Initialises MPI on this thread. A process in which MPI was already initialised (by an
+    /// earlier `World`, or by other code) gets `Error::Runtime`: MPI cannot be initialised
+    /// twice, nor again after it was finalised.
+    pub fn init() -> Result<World> {
+        if mpi::environment::is_finalized() {
+            return Err(Error::Runtime(
+                "MPI was already finalised in this process (a World was dropped); it cannot be initialised again"
+                    .into(),
+            ));
+        }
+        let Some((universe, threading)) = mpi::initialize_with_threading(Threading::Funneled)
+        else {
+            return Err(Error::Runtime(
+                "MPI is already initialised in this process: create one World and pass it by reference"
+                    .into(),
+            ));
+        };
+        Ok(World {
+            comm: universe.world(),
+            _universe: universe,
+            threading,
+            _funneled: PhantomData,
+        })
+    }
+
+    /// This process's rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        // MPI ranks are non-negative
+        self.comm.rank() as usize
+    }
+
+    /// The number of processes.
+    pub fn size(&self) -> usize {
+        self.comm.size() as usize
+    }
+
+    /// The number of processes (PyTorch's name for [`World::size`]).
+    pub fn world_size(&self) -> usize {
+        self.size()
+    }
+
+    /// Waits until every process has called `barrier`.
+    pub fn barrier(&self) {
+        self.comm.barrier();
+    }
+
+    /// The world communicator the collectives run on.
+    pub(crate) fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+}

@@ -1,0 +1,783 @@
+//! Data-parallel training on MPI, run under `mpirun -np N` (N = 1, 2, 3): one process per
+//! rank, one MPI initialisation, every check in turn (`ok NAME` on rank 0 per check). A failed
+//! check prints why and exits non-zero, which makes `mpirun` end the whole job; its time is
+//! bounded by the `timeout` that `scripts/mpi-tests` runs it under.
+//!
+//! Every rank computes the single-process reference itself, on the whole global batch.
+
+use std::process::ExitCode;
+
+use autograd_core::{shape, DType, ErrorKind, Rng, Tensor};
+use autograd_ops::distributed::{Ddp, DdpOptions, ReduceOp, World};
+use autograd_ops::{
+    cross_entropy, relu, CrossEntropyOptions, Linear, Module, Optimizer, Sgd, SgdConfig,
+};
+
+type Check = Result<(), String>;
+
+/// `Err(message)` unless `cond`.
+macro_rules! check {
+    ($cond:expr, $($arg:tt)+) => {
+        let held: bool = $cond;
+        if !held {
+            return Err(format!($($arg)+));
+        }
+    };
+}
+
+/// `Ok(x)`, or the error as a check failure saying where.
+macro_rules! tri {
+    ($e:expr) => {
+        $e.map_err(|e| format!("{}:{}: {e}", file!(), line!()))?
+    };
+}
+
+const FEATURES: usize = 5;
+const HIDDEN: usize = 7;
+const CLASSES: usize = 3;
+/// Divisible by 1, 2, 3 and 4 ranks, and each share by 2 (two micro-batches).
+const GLOBAL_BATCH: usize = 24;
+const STEPS: usize = 4;
+
+#[derive(Module)]
+struct Net {
+    l1: Linear,
+    l2: Linear,
+}
+
+impl Net {
+    fn new(seed: u64, hidden: usize) -> autograd_core::Result<Net> {
+        let mut rng = Rng::new(seed);
+        Ok(Net {
+            l1: Linear::new(FEATURES, hidden, true, &mut rng)?,
+            l2: Linear::new(hidden, CLASSES, true, &mut rng)?,
+        })
+    }
+
+    fn loss(&self, x: &Tensor, y: &Tensor) -> autograd_core::Result<Tensor> {
+        let logits = self.l2.forward(&relu(&self.l1.forward(x)?)?)?;
+        cross_entropy(&logits, y, CrossEntropyOptions::default())
+    }
+}
+
+/// The global batch of step `step`, the same on every rank.
+fn batch(step: usize) -> autograd_core::Result<(Tensor, Tensor)> {
+    let mut rng = Rng::new(100 + step as u64);
+    let x = Tensor::randn(shape![GLOBAL_BATCH, FEATURES], &mut rng)?;
+    let y: Vec<i64> = (0..GLOBAL_BATCH)
+        .map(|i| ((i * 7 + step) % CLASSES) as i64)
+        .collect();
+    Ok((x, Tensor::from_vec(y, shape![GLOBAL_BATCH])?))
+}
+
+/// This rank's rows of a global batch.
+fn share(world: &World, t: &Tensor) -> autograd_core::Result<Tensor> {
+    let n = GLOBAL_BATCH / world.size();
+    t.narrow(0, world.rank() * n, n)?.contiguous()
+}
+
+fn sgd(params: Vec<Tensor>) -> autograd_core::Result<Sgd> {
+    Sgd::new(
+        params,
+        SgdConfig {
+            lr: 0.2,
+            momentum: 0.9,
+            ..SgdConfig::default()
+        },
+    )
+}
+
+/// Every parameter value of `module`, in order.
+fn flat(module: &dyn Module) -> autograd_core::Result<Vec<f32>> {
+    let mut all = Vec::new();
+    for p in module.parameters() {
+        all.extend(p.to_vec::<f32>()?);
+    }
+    Ok(all)
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// The model after `STEPS` single-process steps on the whole global batches, from rank 0's
+/// initialisation.
+fn single_process() -> autograd_core::Result<Vec<f32>> {
+    let net = Net::new(1, HIDDEN)?;
+    let mut opt = sgd(net.parameters())?;
+    for step in 0..STEPS {
+        let (x, y) = batch(step)?;
+        opt.zero_grad()?;
+        net.loss(&x, &y)?.backward()?;
+        opt.step()?;
+    }
+    flat(&net)
+}
+
+/// Trains a `Ddp` from a different initialisation on every rank for `STEPS` steps on this
+/// rank's shares; returns the parameters.
+fn data_parallel(world: &World, options: DdpOptions) -> autograd_core::Result<Vec<f32>> {
+    let ddp = Ddp::new(world, Net::new(1 + world.rank() as u64, HIDDEN)?, options)?;
+    let mut opt = sgd(ddp.module().parameters())?;
+    for step in 0..STEPS {
+        let (x, y) = batch(step)?;
+        opt.zero_grad()?;
+        ddp.backward(&ddp.module().loss(&share(world, &x)?, &share(world, &y)?)?)?;
+        opt.step()?;
+    }
+    flat(ddp.module())
+}
+
+/// Whether `values` are bitwise the same on every rank.
+fn same_everywhere(world: &World, values: &[f32]) -> autograd_core::Result<bool> {
+    let mine = Tensor::from_vec(values.to_vec(), shape![values.len()])?;
+    let all = world.all_gather(&mine)?.to_vec::<f32>()?;
+    Ok(all.chunks_exact(values.len().max(1)).all(|row| {
+        row.iter()
+            .zip(values)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    }))
+}
+
+fn replicas_equal_each_other_and_one_process(world: &World) -> Check {
+    let reference = tri!(single_process());
+    let trained = tri!(data_parallel(world, DdpOptions::default()));
+    check!(
+        tri!(same_everywhere(world, &trained)),
+        "the replicas differ after {STEPS} steps"
+    );
+    let d = max_diff(&trained, &reference);
+    check!(d <= 1e-6, "data parallel differs from one process by {d}");
+    let moved = max_diff(&trained, &tri!(flat(&tri!(Net::new(1, HIDDEN)))));
+    check!(
+        moved > 1e-3,
+        "training moved the parameters by {moved} only"
+    );
+    Ok(())
+}
+
+fn bucket_boundaries_do_not_change_results(world: &World) -> Check {
+    let one = tri!(data_parallel(world, DdpOptions::default()));
+    let many = tri!(data_parallel(world, DdpOptions { bucket_bytes: 40 }));
+    let each = tri!(data_parallel(world, DdpOptions { bucket_bytes: 1 }));
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes: 40 }
+    ));
+    check!(
+        ddp.bucket_count() > 2,
+        "40-byte buckets gave {} buckets",
+        ddp.bucket_count()
+    );
+    let d = max_diff(&one, &many).max(max_diff(&one, &each));
+    check!(d <= 1e-6, "bucket sizes change the result by {d}");
+    Ok(())
+}
+
+/// The gradients of every parameter, flattened (NaN where there is none).
+fn grads(module: &dyn Module) -> autograd_core::Result<Vec<f32>> {
+    let mut all = Vec::new();
+    for p in module.parameters() {
+        match p.grad()? {
+            Some(g) => all.extend(g.to_vec::<f32>()?),
+            None => all.extend(vec![f32::NAN; p.size()]),
+        }
+    }
+    Ok(all)
+}
+
+fn no_sync_accumulation_equals_synchronous(world: &World) -> Check {
+    let (x, y) = tri!(batch(0));
+    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+    let half = x.dims()[0] / 2;
+    let micro = |k: usize| -> autograd_core::Result<(Tensor, Tensor)> {
+        // contiguous: fresh tensors outside any graph, reused by several models
+        Ok((
+            x.narrow(0, k * half, half)?.contiguous()?,
+            y.narrow(0, k * half, half)?.contiguous()?,
+        ))
+    };
+    // synchronous: both micro-batches averaged
+    let sync = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions::default()
+    ));
+    for k in 0..2 {
+        let (a, b) = tri!(micro(k));
+        tri!(sync.backward(&tri!(sync.module().loss(&a, &b))));
+    }
+    let expected = tri!(grads(sync.module()));
+    // accumulated: the first only locally
+    let mut acc = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions::default()
+    ));
+    let (a, b) = tri!(micro(0));
+    let local = tri!(acc.no_sync(|ddp| -> autograd_core::Result<Vec<f32>> {
+        ddp.backward(&ddp.module().loss(&a, &b)?)?;
+        grads(ddp.module())
+    }));
+    let alone = tri!(Net::new(1, HIDDEN));
+    tri!(alone.loss(&a, &b).and_then(|l| l.backward()));
+    check!(
+        local == tri!(grads(&alone)),
+        "no_sync averaged the gradients"
+    );
+    let (a, b) = tri!(micro(1));
+    tri!(acc.backward(&tri!(acc.module().loss(&a, &b))));
+    let got = tri!(grads(acc.module()));
+    let d = max_diff(&got, &expected);
+    check!(
+        d <= 1e-6,
+        "no_sync accumulation differs from synchronous by {d}"
+    );
+    check!(
+        tri!(same_everywhere(world, &got)),
+        "accumulated gradients differ across ranks"
+    );
+    Ok(())
+}
+
+fn functional_grads_average_like_backward(world: &World) -> Check {
+    let (x, y) = tri!(batch(1));
+    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes: 64 }
+    ));
+    let params = ddp.module().parameters();
+    let loss = tri!(ddp.module().loss(&x, &y));
+    let inputs: Vec<&Tensor> = params.iter().collect();
+    let ones = tri!(loss.ones_like());
+    let found = tri!(autograd_core::grad(
+        &loss,
+        &inputs,
+        &ones,
+        autograd_core::GradOptions::default()
+    ));
+    let mut gs: Vec<Tensor> = found.into_iter().flatten().collect();
+    check!(
+        gs.len() == params.len(),
+        "grad returned {} of {} gradients",
+        gs.len(),
+        params.len()
+    );
+    tri!(ddp.average_grads(&mut gs));
+    tri!(ddp.backward(&tri!(ddp.module().loss(&x, &y))));
+    let mut functional = Vec::new();
+    for g in &gs {
+        functional.extend(tri!(g.to_vec::<f32>()));
+    }
+    let d = max_diff(&functional, &tri!(grads(ddp.module())));
+    check!(
+        d == 0.0,
+        "average_grads differs from backward's averaging by {d}"
+    );
+    if world.size() > 1 {
+        let mut wrong = if world.rank() == 1 {
+            gs[..1].to_vec()
+        } else {
+            gs.clone()
+        };
+        let err = ddp.average_grads(&mut wrong);
+        check!(
+            matches!(&err, Err(e) if e.kind() == ErrorKind::Value),
+            "mismatched gradient lists gave {err:?}"
+        );
+    }
+    Ok(())
+}
+
+/// A two-headed model whose second head only rank 0 uses.
+#[derive(Module)]
+struct TwoHeads {
+    a: Linear,
+    b: Linear,
+}
+
+fn missing_gradient_counts_as_zeros(world: &World) -> Check {
+    let mut rng = Rng::new(5);
+    let net = TwoHeads {
+        a: tri!(Linear::new(FEATURES, 2, false, &mut rng)),
+        b: tri!(Linear::new(FEATURES, 2, false, &mut rng)),
+    };
+    let ddp = tri!(Ddp::new(world, net, DdpOptions { bucket_bytes: 1 }));
+    let x = tri!(Tensor::randn(shape![3, FEATURES], &mut Rng::new(6)));
+    let out = |head: &Linear| head.forward(&x).and_then(|t| t.sum());
+    let loss = if world.rank() == 0 {
+        tri!(out(&ddp.module().b))
+    } else {
+        tri!(out(&ddp.module().a))
+    };
+    tri!(ddp.backward(&loss));
+    let gb = tri!(tri!(ddp.module().b.weight().grad()).ok_or("head b has no gradient"));
+    // d sum(x W^T) / dW: every row is the column sums of x (on rank 0; zeros elsewhere)
+    let xs = tri!(x.to_vec::<f32>());
+    let col: Vec<f32> = (0..FEATURES)
+        .map(|j| (0..3).map(|i| xs[i * FEATURES + j]).sum())
+        .collect();
+    let expected: Vec<f32> = (0..2)
+        .flat_map(|_| col.iter().map(|v| v / world.size() as f32))
+        .collect();
+    let d = max_diff(&tri!(gb.to_vec::<f32>()), &expected);
+    check!(d <= 1e-6, "the gradient only rank 0 had is off by {d}");
+    let ga = tri!(ddp.module().a.weight().grad());
+    check!(
+        ga.is_some() == (world.size() > 1),
+        "head a's gradient: {ga:?}"
+    );
+    Ok(())
+}
+
+fn a_different_model_is_refused_on_every_rank(world: &World) -> Check {
+    if world.size() == 1 {
+        return Ok(());
+    }
+    let odd = world.size() - 1;
+    let hidden = if world.rank() == odd {
+        HIDDEN + 1
+    } else {
+        HIDDEN
+    };
+    match Ddp::new(world, tri!(Net::new(1, hidden)), DdpOptions::default()) {
+        Err(e) if e.kind() == ErrorKind::Value => {
+            let text = e.to_string();
+            check!(
+                text.contains(&format!("ranks {odd} disagree")),
+                "the error does not name rank {odd}: {text}"
+            );
+        }
+        other => return Err(format!("a different model on rank {odd} gave {other:?}")),
+    }
+    let bucket_bytes = if world.rank() == odd { 1 } else { 1 << 20 };
+    let other = Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes },
+    );
+    check!(
+        matches!(&other, Err(e) if e.kind() == ErrorKind::Value),
+        "different bucket sizes gave {other:?}"
+    );
+    Ok(())
+}
+
+/// A module with a Float32 parameter and Float64 and Int64 buffers.
+#[derive(Module)]
+struct WithBuffers {
+    weight: Tensor,
+    #[module(buffer)]
+    stats: Tensor,
+    #[module(buffer)]
+    steps: Tensor,
+}
+
+fn parameters_and_buffers_come_from_rank_0_in_place(world: &World) -> Check {
+    let r = world.rank() as f64;
+    let weight = tri!(Tensor::from_vec(vec![r as f32, 1.0 + r as f32], shape![2]));
+    // a transposed Float64 buffer: written through its own layout
+    let stats = tri!(tri!(Tensor::from_vec(
+        vec![r, 2.0 * r, 3.0 * r, 4.0 * r, 5.0 * r, 6.0 * r],
+        shape![2, 3]
+    ))
+    .transpose(0, 1));
+    let steps = tri!(Tensor::from_vec(vec![7 + world.rank() as i64], shape![1]));
+    let handles = (weight.clone(), stats.clone(), steps.clone());
+    let ddp = tri!(Ddp::new(
+        world,
+        WithBuffers {
+            weight,
+            stats,
+            steps
+        },
+        DdpOptions::default()
+    ));
+    check!(
+        tri!(handles.0.to_vec::<f32>()) == [0.0, 1.0],
+        "weight {:?}",
+        handles.0.to_vec::<f32>()
+    );
+    check!(
+        tri!(handles.1.to_vec::<f64>()) == [0.0; 6],
+        "stats {:?}",
+        handles.1.to_vec::<f64>()
+    );
+    check!(
+        tri!(handles.2.to_vec::<i64>()) == [7],
+        "steps {:?}",
+        handles.2.to_vec::<i64>()
+    );
+    check!(
+        tri!(ddp.module().steps.to_vec::<i64>()) == [7],
+        "the module's own handle disagrees"
+    );
+    check!(
+        handles.1.dims() == [3, 2],
+        "the buffer's shape changed to {:?}",
+        handles.1.dims()
+    );
+    Ok(())
+}
+
+fn a_failed_backward_fails_on_every_rank(world: &World) -> Check {
+    let odd = world.size() - 1;
+    let (x, y) = tri!(batch(2));
+    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes: 64 }
+    ));
+    let loss = tri!(ddp.module().loss(&x, &y));
+    if world.rank() == odd {
+        // the graph is released: the second backward fails on this rank only
+        tri!(loss.backward());
+        let own = tri!(grads(ddp.module()));
+        let r = ddp.backward(&loss);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains("retain_graph")),
+            "the failing rank got {r:?}"
+        );
+        check!(
+            tri!(grads(ddp.module())) == own,
+            "the failing rank's gradients changed"
+        );
+    } else {
+        let r = ddp.backward(&loss);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains("1 of the")),
+            "rank {} got {r:?} while rank {odd} failed",
+            world.rank()
+        );
+        let alone = tri!(Net::new(1, HIDDEN));
+        tri!(alone.loss(&x, &y).and_then(|l| l.backward()));
+        check!(
+            tri!(grads(ddp.module())) == tri!(grads(&alone)),
+            "gradients were averaged although rank {odd} failed"
+        );
+    }
+    // the replicas go on: the next step averages again
+    let again = tri!(ddp.module().loss(&x, &y));
+    tri!(ddp.backward(&again));
+    Ok(())
+}
+
+/// Rank-dependent values: `f(i + 100 * rank)` for `i` in `0..n`.
+fn ranked<T>(world: &World, n: usize, f: impl Fn(f64) -> T) -> Vec<T> {
+    (0..n)
+        .map(|i| f(i as f64 + 100.0 * world.rank() as f64))
+        .collect()
+}
+
+fn collectives_on_views_float32_and_float64(world: &World) -> Check {
+    let size = world.size() as f64;
+    let ranks: Vec<f64> = (0..world.size()).map(|r| r as f64).collect();
+    // a transposed (non-contiguous) Float32 view: logical [j, i] = base[i, j]
+    let base = tri!(Tensor::from_vec(
+        ranked(world, 6, |v| v as f32),
+        shape![2, 3]
+    ));
+    let t = tri!(base.transpose(0, 1));
+    let logical = |rank: f64| -> Vec<f64> {
+        (0..3)
+            .flat_map(|j| (0..2).map(move |i| f64::from(i * 3 + j) + 100.0 * rank))
+            .collect()
+    };
+    let sum: Vec<f64> = (0..6)
+        .map(|k| ranks.iter().map(|&r| logical(r)[k]).sum())
+        .collect();
+    let got = tri!(tri!(world.all_reduce(&t, ReduceOp::Sum)).to_vec::<f32>());
+    check!(
+        got.iter().zip(&sum).all(|(g, s)| f64::from(*g) == *s),
+        "sum of a transposed view: {got:?}, want {sum:?}"
+    );
+    let mean = tri!(world.all_reduce(&t, ReduceOp::Mean));
+    check!(mean.dims() == [3, 2], "mean has shape {:?}", mean.dims());
+    let got = tri!(mean.to_vec::<f32>());
+    check!(
+        got.iter()
+            .zip(&sum)
+            .all(|(g, s)| (f64::from(*g) - s / size).abs() < 1e-4),
+        "mean: {got:?}"
+    );
+    let top = logical(size - 1.0);
+    let got = tri!(tri!(world.all_reduce(&t, ReduceOp::Max)).to_vec::<f32>());
+    check!(
+        got.iter().zip(&top).all(|(g, s)| f64::from(*g) == *s),
+        "max: {got:?}"
+    );
+    // a broadcast (stride-0) Float64 view: [4, 3] from one row [1, 3]
+    let row = tri!(Tensor::from_vec(
+        ranked(world, 3, |v| v + 0.5),
+        shape![1, 3]
+    ));
+    let wide = tri!(row.broadcast_to(&[4usize, 3]));
+    let row_of = |rank: f64| -> Vec<f64> {
+        (0..4)
+            .flat_map(|_| (0..3).map(move |j| f64::from(j) + 0.5 + 100.0 * rank))
+            .collect()
+    };
+    let got = tri!(tri!(world.all_reduce(&wide, ReduceOp::Sum)).to_vec::<f64>());
+    let want: Vec<f64> = (0..12)
+        .map(|k| ranks.iter().map(|&r| row_of(r)[k]).sum())
+        .collect();
+    check!(
+        got == want,
+        "sum of a broadcast Float64 view: {got:?}, want {want:?}"
+    );
+    let gathered = tri!(world.all_gather(&wide));
+    check!(
+        gathered.dims() == [world.size(), 4, 3],
+        "all_gather shape {:?}",
+        gathered.dims()
+    );
+    let got = tri!(gathered.to_vec::<f64>());
+    let want: Vec<f64> = ranks.iter().flat_map(|&r| row_of(r)).collect();
+    check!(got == want, "all_gather of a broadcast view: {got:?}");
+    let last = world.size() - 1;
+    let got = tri!(tri!(world.broadcast(&t, last)).to_vec::<f32>());
+    check!(
+        got.iter()
+            .zip(logical(last as f64))
+            .all(|(g, s)| f64::from(*g) == s),
+        "broadcast from rank {last}: {got:?}"
+    );
+    let got = tri!(tri!(world.broadcast(&wide, 0)).to_vec::<f64>());
+    check!(
+        got == row_of(0.0),
+        "broadcast of a Float64 view from rank 0: {got:?}"
+    );
+    // Int64 sums; its mean is a type error on every rank
+    let ints = tri!(Tensor::from_vec(ranked(world, 2, |v| v as i64), shape![2]));
+    let got = tri!(tri!(world.all_reduce(&ints, ReduceOp::Sum)).to_vec::<i64>());
+    let want: Vec<i64> = (0..2)
+        .map(|i| ranks.iter().map(|&r| i + 100 * r as i64).sum())
+        .collect();
+    check!(got == want, "Int64 sum: {got:?}");
+    let mean = world.all_reduce(&ints, ReduceOp::Mean);
+    check!(
+        matches!(&mean, Err(e) if e.kind() == ErrorKind::Type),
+        "Int64 mean gave {mean:?}"
+    );
+    let bools = tri!(Tensor::zeros(shape![2], &DType::Bool));
+    let refused = world.all_reduce(&bools, ReduceOp::Sum);
+    check!(
+        matches!(&refused, Err(e) if e.kind() == ErrorKind::Type),
+        "Bool all_reduce gave {refused:?}"
+    );
+    let far = world.broadcast(&t, world.size());
+    check!(
+        matches!(&far, Err(e) if e.kind() == ErrorKind::Value),
+        "a broadcast from a rank past the end gave {far:?}"
+    );
+    Ok(())
+}
+
+fn disagreeing_collectives_fail_on_every_rank(world: &World) -> Check {
+    if world.size() == 1 {
+        return Ok(());
+    }
+    let odd = world.rank() == 1;
+    let t = tri!(Tensor::zeros(
+        if odd { shape![2, 4] } else { shape![4, 2] },
+        &DType::Float32
+    ));
+    let r = world.all_reduce(&t, ReduceOp::Sum);
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Value && e.to_string().contains("ranks 1 disagree")),
+        "shapes [2, 4] against [4, 2]: {r:?}"
+    );
+    let dtype = if odd { DType::Float64 } else { DType::Float32 };
+    let t = tri!(Tensor::zeros(shape![3], &dtype));
+    let r = world.all_gather(&t);
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Value),
+        "Float64 against Float32: {r:?}"
+    );
+    let t = tri!(Tensor::zeros(shape![3], &DType::Float32));
+    let r = world.broadcast(&t, usize::from(odd));
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Value),
+        "different roots: {r:?}"
+    );
+    let op = if odd { ReduceOp::Max } else { ReduceOp::Sum };
+    let r = world.all_reduce(&t, op);
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Value),
+        "different ops: {r:?}"
+    );
+    // and the world still works afterwards
+    let one = tri!(Tensor::from_vec(vec![1.0f32], shape![1]));
+    let r = tri!(tri!(world.all_reduce(&one, ReduceOp::Sum)).to_vec::<f32>());
+    check!(
+        r == [world.size() as f32],
+        "all_reduce after the refusals: {r:?}"
+    );
+    Ok(())
+}
+
+fn checkpoints_save_on_rank_0_and_load_everywhere(world: &World) -> Check {
+    // one path for every rank: rank 0's process id
+    let pid = tri!(Tensor::from_vec(
+        vec![i64::from(std::process::id())],
+        shape![1]
+    ));
+    let pid = tri!(tri!(world.broadcast(&pid, 0)).to_vec::<i64>())[0];
+    let path = std::env::temp_dir().join(format!("ddp-checkpoint-{pid}.safetensors"));
+    let trained = tri!(Ddp::new(
+        world,
+        tri!(Net::new(3, HIDDEN)),
+        DdpOptions::default()
+    ));
+    tri!(trained.save(&path));
+    check!(
+        path.exists(),
+        "{} is missing after save returned",
+        path.display()
+    );
+    let mut fresh = tri!(Ddp::new(
+        world,
+        tri!(Net::new(4, HIDDEN)),
+        DdpOptions::default()
+    ));
+    check!(
+        tri!(flat(fresh.module())) != tri!(flat(trained.module())),
+        "the fresh model already equals the saved one"
+    );
+    tri!(fresh.load(&path));
+    check!(
+        tri!(flat(fresh.module())) == tri!(flat(trained.module())),
+        "the loaded parameters differ from the saved"
+    );
+    world.barrier();
+    if world.rank() == 0 {
+        std::fs::remove_file(&path).map_err(|e| e.to_string())?;
+    }
+    world.barrier();
+    let missing = fresh.load(&path);
+    check!(
+        matches!(&missing, Err(e) if e.kind() == ErrorKind::Runtime),
+        "loading a missing file gave {missing:?}"
+    );
+    Ok(())
+}
+
+fn jumped_generators_differ_by_rank(world: &World) -> Check {
+    let mut rng = Rng::new(11);
+    for _ in 0..world.rank() {
+        rng.jump();
+    }
+    let draws: Vec<i64> = (0..4).map(|_| rng.next_u64() as i64).collect();
+    let all =
+        tri!(tri!(world.all_gather(&tri!(Tensor::from_vec(draws, shape![4])))).to_vec::<i64>());
+    for a in 0..world.size() {
+        for b in 0..a {
+            check!(
+                all[a * 4..a * 4 + 4] != all[b * 4..b * 4 + 4],
+                "ranks {a} and {b} drew the same numbers"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn the_world_is_initialised_once(_: &World) -> Check {
+    let again = World::init();
+    check!(
+        matches!(&again, Err(e) if e.kind() == ErrorKind::Runtime),
+        "a second World::init gave {again:?}"
+    );
+    Ok(())
+}
+
+type Named = (&'static str, fn(&World) -> Check);
+
+const CHECKS: [Named; 13] = [
+    (
+        "the_world_is_initialised_once",
+        the_world_is_initialised_once,
+    ),
+    (
+        "collectives_on_views_float32_and_float64",
+        collectives_on_views_float32_and_float64,
+    ),
+    (
+        "disagreeing_collectives_fail_on_every_rank",
+        disagreeing_collectives_fail_on_every_rank,
+    ),
+    (
+        "replicas_equal_each_other_and_one_process",
+        replicas_equal_each_other_and_one_process,
+    ),
+    (
+        "bucket_boundaries_do_not_change_results",
+        bucket_boundaries_do_not_change_results,
+    ),
+    (
+        "no_sync_accumulation_equals_synchronous",
+        no_sync_accumulation_equals_synchronous,
+    ),
+    (
+        "functional_grads_average_like_backward",
+        functional_grads_average_like_backward,
+    ),
+    (
+        "missing_gradient_counts_as_zeros",
+        missing_gradient_counts_as_zeros,
+    ),
+    (
+        "a_different_model_is_refused_on_every_rank",
+        a_different_model_is_refused_on_every_rank,
+    ),
+    (
+        "checkpoints_save_on_rank_0_and_load_everywhere",
+        checkpoints_save_on_rank_0_and_load_everywhere,
+    ),
+    (
+        "jumped_generators_differ_by_rank",
+        jumped_generators_differ_by_rank,
+    ),
+    (
+        "parameters_and_buffers_come_from_rank_0_in_place",
+        parameters_and_buffers_come_from_rank_0_in_place,
+    ),
+    (
+        "a_failed_backward_fails_on_every_rank",
+        a_failed_backward_fails_on_every_rank,
+    ),
+];
+
+fn main() -> ExitCode {
+    let world = match World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("cannot initialise MPI: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for (name, run) in CHECKS {
+        if let Err(why) = run(&world) {
+            eprintln!(
+                "FAILED {name} on rank {} of {}: {why}",
+                world.rank(),
+                world.size()
+            );
+            // ends the job: mpirun stops the other ranks when one exits without finalising
+            std::process::exit(1);
+        }
+        if world.rank() == 0 {
+            println!("ok {name} ({} ranks)", world.size());
+        }
+    }
+    ExitCode::SUCCESS
+}
