@@ -48,9 +48,8 @@ impl<'a> View<'a> {
     }
 }
 
-/// The valid output columns `lo..hi` of kernel column `kj`: those whose input column
-/// `ox stride + kj dilation - pad` lies in `0..w`, and that input column's offset `off` at
-/// `ox = 0` (may be negative).
+/// The output positions `lo..hi` (of `ow`) along one axis whose input position
+/// `o stride + off` lies in `0..w`; `off` is a tap's `k dilation - pad` (may be negative).
 fn valid_range(ow: usize, w: usize, s: usize, off: isize) -> (usize, usize) {
     let s_i = s as isize;
     let lo = if off >= 0 {
@@ -67,37 +66,73 @@ fn valid_range(ow: usize, w: usize, s: usize, off: isize) -> (usize, usize) {
     (lo.min(ow), hi.max(lo.min(ow)))
 }
 
-/// Writes the windows of channels `c0..c0 + rows / k` of image `img` of `x` into `cols`
-/// (`[channels k, l]` row-major, row `(c kh + ki) kw + kj`); padding reads zeros.
-pub(crate) fn im2col(x: &View<'_>, img: usize, c0: usize, g: &Geom, cols: &mut [f32]) {
-    let l = g.l();
+/// Where each kernel tap reads: its offsets from an output position's origin in the input and
+/// the output rows and columns whose reads fall inside the input (the rest read padding).
+/// Computed once per geometry, not per row of columns.
+#[derive(Debug, Clone, Copy)]
+struct Tap {
+    off_y: isize,
+    off_x: isize,
+    rows: (usize, usize),
+    cols: (usize, usize),
+}
+
+/// The taps of `g`'s kernel, row-major (`ki kw + kj`).
+fn taps(g: &Geom) -> Vec<Tap> {
+    (0..g.k())
+        .map(|kk| {
+            let (ki, kj) = (kk / g.kw, kk % g.kw);
+            let off_y = (ki * g.dil[0]) as isize - g.pad[0] as isize;
+            let off_x = (kj * g.dil[1]) as isize - g.pad[1] as isize;
+            Tap {
+                off_y,
+                off_x,
+                rows: valid_range(g.oh, g.h, g.stride[0], off_y),
+                cols: valid_range(g.ow, g.w, g.stride[1], off_x),
+            }
+        })
+        .collect()
+}
+
+/// Writes the windows of image `img` of `x` into `cols` (`[c k, l]` row-major, row
+/// `(c kh + ki) kw + kj`); padding reads zeros.
+pub(crate) fn im2col(x: &View<'_>, img: usize, g: &Geom, cols: &mut [f32]) {
+    let taps = taps(g);
+    for (r, row) in cols.chunks_exact_mut(g.l()).enumerate() {
+        window_row(x, img, r, g, &taps, row);
+    }
+}
+
+/// Writes row `r` (channel `r / k`, tap `r % k`) of image `img`'s columns into `out` (`l`
+/// elements): the input values that tap reads at each output position, zeros in the padding.
+fn window_row(x: &View<'_>, img: usize, r: usize, g: &Geom, taps: &[Tap], out: &mut [f32]) {
     let [sn, sc, sh, sw] = x.strides;
     let data = &x.data[..];
-    for (r, row) in cols.chunks_exact_mut(l).enumerate() {
-        let (c, kk) = (c0 + r / g.k(), r % g.k());
-        let (ki, kj) = (kk / g.kw, kk % g.kw);
-        let base = x.offset + img * sn + c * sc;
-        let off_y = (ki * g.dil[0]) as isize - g.pad[0] as isize;
-        let off_x = (kj * g.dil[1]) as isize - g.pad[1] as isize;
-        let (lo, hi) = valid_range(g.ow, g.w, g.stride[1], off_x);
-        for (oy, out) in row.chunks_exact_mut(g.ow).enumerate() {
-            let iy = (oy * g.stride[0]) as isize + off_y;
-            if iy < 0 || iy >= g.h as isize || lo == hi {
-                out.fill(0.0);
-                continue;
+    let tap = taps[r % g.k()];
+    let ((y0, y1), (lo, hi)) = (tap.rows, tap.cols);
+    if y0 == y1 || lo == hi {
+        out.fill(0.0);
+        return;
+    }
+    out[..y0 * g.ow].fill(0.0);
+    out[y1 * g.ow..].fill(0.0);
+    let base = x.offset + img * sn + (r / g.k()) * sc;
+    let x0 = ((lo * g.stride[1]) as isize + tap.off_x).unsigned_abs();
+    let step = g.stride[1] * sw;
+    for oy in y0..y1 {
+        let line = &mut out[oy * g.ow..(oy + 1) * g.ow];
+        line[..lo].fill(0.0);
+        line[hi..].fill(0.0);
+        let iy = ((oy * g.stride[0]) as isize + tap.off_y).unsigned_abs();
+        let first = base + iy * sh + x0 * sw;
+        if step == 1 {
+            // short runs (small images) copy faster element by element than through memcpy
+            for (o, &v) in line[lo..hi].iter_mut().zip(&data[first..first + (hi - lo)]) {
+                *o = v;
             }
-            out[..lo].fill(0.0);
-            out[hi..].fill(0.0);
-            let start = base + iy.unsigned_abs() * sh;
-            let x0 = (lo * g.stride[1]) as isize + off_x;
-            let first = start + x0.unsigned_abs() * sw;
-            if g.stride[1] == 1 && sw == 1 {
-                out[lo..hi].copy_from_slice(&data[first..first + (hi - lo)]);
-            } else {
-                let step = g.stride[1] * sw;
-                for (j, o) in out[lo..hi].iter_mut().enumerate() {
-                    *o = data[first + j * step];
-                }
+        } else {
+            for (j, o) in line[lo..hi].iter_mut().enumerate() {
+                *o = data[first + j * step];
             }
         }
     }
@@ -121,36 +156,36 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
     }
 }
 
-/// Adds the windows in `cols` (as [`im2col`] lays them out, channels `c0..`) into the dense
-/// `[c, h, w]` image `img`: the adjoint of [`im2col`].
-pub(crate) fn col2im(cols: &[f32], c0: usize, g: &Geom, img: &mut [f32]) {
-    let l = g.l();
-    let plane = g.h * g.w;
-    for (r, row) in cols.chunks_exact(l).enumerate() {
-        let (c, kk) = (c0 + r / g.k(), r % g.k());
-        let (ki, kj) = (kk / g.kw, kk % g.kw);
-        let base = c * plane;
-        let off_y = (ki * g.dil[0]) as isize - g.pad[0] as isize;
-        let off_x = (kj * g.dil[1]) as isize - g.pad[1] as isize;
-        let (lo, hi) = valid_range(g.ow, g.w, g.stride[1], off_x);
-        if lo == hi {
-            continue;
-        }
-        for (oy, src) in row.chunks_exact(g.ow).enumerate() {
-            let iy = (oy * g.stride[0]) as isize + off_y;
-            if iy < 0 || iy >= g.h as isize {
-                continue;
+/// Adds the windows in `cols` (as [`im2col`] lays them out) into the dense `[c, h, w]` image
+/// `img`: the adjoint of [`im2col`].
+pub(crate) fn col2im(cols: &[f32], g: &Geom, img: &mut [f32]) {
+    let taps = taps(g);
+    for (r, row) in cols.chunks_exact(g.l()).enumerate() {
+        add_window_row(row, r, g, &taps, img);
+    }
+}
+
+/// Adds row `r` of an image's columns (`l` elements, as [`window_row`] writes them) into the
+/// dense `[c, h, w]` image `img`: the adjoint of [`window_row`].
+fn add_window_row(row: &[f32], r: usize, g: &Geom, taps: &[Tap], img: &mut [f32]) {
+    let tap = taps[r % g.k()];
+    let ((y0, y1), (lo, hi)) = (tap.rows, tap.cols);
+    if y0 == y1 || lo == hi {
+        return;
+    }
+    let base = (r / g.k()) * g.h * g.w;
+    let x0 = ((lo * g.stride[1]) as isize + tap.off_x).unsigned_abs();
+    for oy in y0..y1 {
+        let src = &row[oy * g.ow + lo..oy * g.ow + hi];
+        let iy = ((oy * g.stride[0]) as isize + tap.off_y).unsigned_abs();
+        let first = base + iy * g.w + x0;
+        if g.stride[1] == 1 {
+            for (d, &s) in img[first..first + (hi - lo)].iter_mut().zip(src) {
+                *d += s;
             }
-            let x0 = (lo * g.stride[1]) as isize + off_x;
-            let first = base + iy.unsigned_abs() * g.w + x0.unsigned_abs();
-            if g.stride[1] == 1 {
-                for (d, &s) in img[first..first + (hi - lo)].iter_mut().zip(&src[lo..hi]) {
-                    *d += s;
-                }
-            } else {
-                for (j, &s) in src[lo..hi].iter().enumerate() {
-                    img[first + j * g.stride[1]] += s;
-                }
+        } else {
+            for (j, &s) in src.iter().enumerate() {
+                img[first + j * g.stride[1]] += s;
             }
         }
     }

@@ -102,7 +102,7 @@ pub(crate) fn forward(
             }
         }
         with_cols(g.c * g.k() * l, |cols| {
-            im2col(x, i, 0, g, cols);
+            im2col(x, i, g, cols);
             for grp in 0..g.groups {
                 let a = MatRef {
                     offset: grp * cout_g * rows_g,
@@ -150,7 +150,7 @@ pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom, gx: &mut [f32]) -> Res
                 gemm_f32(a, b, c, false, threads)?;
             }
             gxi.fill(0.0);
-            col2im(cols, 0, g, gxi);
+            col2im(cols, g, gxi);
             Ok(())
         })
     })
@@ -214,7 +214,7 @@ fn accumulate_weight_grad(
     let (l, ck) = (g.l(), g.c * g.k());
     let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
     with_cols(ck * l, |cols| {
-        im2col(x, i, 0, g, cols);
+        im2col(x, i, g, cols);
         let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
         for grp in 0..g.groups {
             let a = MatRef {
@@ -258,7 +258,7 @@ pub(crate) fn unfold_all(x: &View<'_>, g: &Geom) -> Result<Vec<f32>> {
     let size = g.c * g.k() * g.l();
     let mut out = alloc::filled(g.n * size, 0.0f32)?;
     per_image(&mut out, size, g.n, |i, o| {
-        im2col(x, i, 0, g, o);
+        im2col(x, i, g, o);
         Ok(())
     })?;
     Ok(out)
@@ -270,7 +270,7 @@ pub(crate) fn fold_all(cols: &[f32], g: &Geom) -> Result<Vec<f32>> {
     let size = g.c * g.k() * g.l();
     let mut out = alloc::filled(g.n * g.in_len(), 0.0f32)?;
     per_image(&mut out, g.in_len(), g.n, |i, o| {
-        col2im(&cols[i * size..(i + 1) * size], 0, g, o);
+        col2im(&cols[i * size..(i + 1) * size], g, o);
         Ok(())
     })?;
     Ok(out)
