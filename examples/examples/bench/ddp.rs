@@ -7,7 +7,7 @@
 //!
 //!     RAYON_NUM_THREADS=1 mpirun -np 2 target/release/examples/bench W10   # and -np 1
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use autograd_core::{ensure, shape, Result, Rng, Tensor};
 use autograd_ops::distributed::{Ddp, DdpOptions, World};
@@ -17,7 +17,7 @@ use autograd_ops::{
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 
-use crate::{ms, report, training_times};
+use crate::{median, ms, report, training_times};
 
 /// W2's model.
 #[derive(Module)]
@@ -111,18 +111,4 @@ pub(crate) fn w10(quick: bool) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The median of `runs` timed calls of `f` after one warm-up call.
-fn median(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
-    f()?;
-    let mut times = (0..runs.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            f()?;
-            Ok(start.elapsed())
-        })
-        .collect::<Result<Vec<_>>>()?;
-    times.sort();
-    Ok(times[times.len() / 2])
 }

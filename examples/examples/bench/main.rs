@@ -76,6 +76,12 @@ fn repeat<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<Vec<T>> {
     (0..runs).map(|_| f()).collect()
 }
 
+/// The median of `runs` timed calls of `f` (at least one) after one warm-up call.
+fn median(runs: usize, f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    let times = measure(runs.max(1), f)?;
+    Ok(times[times.len() / 2])
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

@@ -3,12 +3,10 @@
 //! the functional gradient, median milliseconds of each. `scripts/bench_torch_reductions.py`
 //! prints PyTorch's side in the same form.
 
-use std::time::{Duration, Instant};
-
 use autograd_core::{grad, GradOptions, Result, Tensor};
 use autograd_ops::{cumsum, logsumexp, topk};
 
-use crate::ms;
+use crate::{median, ms};
 
 /// The side of the square input (`--quick`: 128).
 fn side(quick: bool) -> usize {
@@ -17,20 +15,6 @@ fn side(quick: bool) -> usize {
     } else {
         1024
     }
-}
-
-/// The median of `runs` timed calls of `f` after one warm-up call.
-fn median(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
-    f()?;
-    let mut times = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f()?;
-            Ok(start.elapsed())
-        })
-        .collect::<Result<Vec<Duration>>>()?;
-    times.sort();
-    Ok(times[times.len() / 2])
 }
 
 /// The forward and forward-plus-gradient medians of `op` on `x` (a cotangent of ones).
