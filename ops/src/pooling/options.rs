@@ -94,6 +94,13 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// Whether every window lies wholly inside the input (no padding, none past the end).
+    pub(crate) fn inside(&self) -> bool {
+        self.padding == 0
+            && self.output > 0
+            && (self.output - 1) * self.stride + (self.kernel - 1) * self.dilation < self.input
+    }
+
     /// The first input coordinate of window `o` (negative inside the padding).
     #[inline]
     pub(crate) fn start(&self, o: usize) -> isize {

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use autograd_core::kernel::{self, alloc};
+use autograd_core::kernel;
 use autograd_core::{differentiable, ensure, Result, Tensor};
 
 use super::options::{Pool2dOptions, Span, Window2d};
@@ -29,6 +29,9 @@ fn taps(s: &Span, start: isize) -> Range<usize> {
 /// The flat index in its plane of every window's maximum: the first largest element, or the
 /// last NaN (PyTorch's rule: an element replaces the best when larger or NaN).
 fn argmax_plane(xp: &[f32], g: &Window2d, out: &mut [i64]) {
+    if g.h.inside() && g.w.inside() {
+        return argmax_inside(xp, g, out);
+    }
     let (sh, sw) = (g.h, g.w);
     let width = sw.input;
     for oh in 0..sh.output {
@@ -51,6 +54,32 @@ fn argmax_plane(xp: &[f32], g: &Window2d, out: &mut [i64]) {
                         best = v;
                         at = c;
                     }
+                }
+            }
+            *o = at as i64;
+        }
+    }
+}
+
+/// [`argmax_plane`] when every window lies inside the input: no clipping of taps, and a
+/// running maximum the compiler keeps free of branches (one per element, which the data
+/// decides, cost more than the compares).
+fn argmax_inside(xp: &[f32], g: &Window2d, out: &mut [i64]) {
+    let (sh, sw) = (g.h, g.w);
+    let width = sw.input;
+    for (oh, row) in out.chunks_exact_mut(sw.output).enumerate() {
+        let top = oh * sh.stride * width;
+        for (ow, o) in row.iter_mut().enumerate() {
+            let origin = top + ow * sw.stride;
+            let (mut best, mut at) = (xp[origin], origin);
+            for i in 0..sh.kernel {
+                let r = origin + i * sh.dilation * width;
+                for j in 0..sw.kernel {
+                    let c = r + j * sw.dilation;
+                    let v = xp[c];
+                    let take = v > best || v.is_nan();
+                    best = if take { v } else { best };
+                    at = if take { c } else { at };
                 }
             }
             *o = at as i64;
@@ -117,27 +146,24 @@ pub fn max_pool2d_with_indices(
     let n = planes.count() * out_plane;
     let work = n * kernel[0] * kernel[1];
     kernel::read_logical::<f32, _>(x, |xs| -> Result<(Tensor, Tensor)> {
-        let mut at = alloc::filled(n, 0i64)?;
-        each_plane(&mut at, out_plane, work, |p, o| {
-            argmax_plane(&xs[p * in_plane..(p + 1) * in_plane], &geo, o);
-        });
-        let values = kernel::fresh::<f32>(x, layout.clone(), |out| {
-            for (p, (o, a)) in out
-                .chunks_mut(out_plane.max(1))
-                .zip(at.chunks(out_plane.max(1)))
-                .enumerate()
-            {
-                let xp = &xs[p * in_plane..(p + 1) * in_plane];
-                for (v, &i) in o.iter_mut().zip(a) {
-                    *v = xp[i as usize];
-                }
-            }
+        let indices = kernel::fresh::<i64>(x, layout.clone(), |at| {
+            each_plane(at, out_plane, work, |p, o| {
+                argmax_plane(&xs[p * in_plane..(p + 1) * in_plane], &geo, o);
+            });
             Ok(())
         })?;
-        let indices = kernel::fresh::<i64>(x, layout, |o| {
-            o.copy_from_slice(&at);
-            Ok(())
-        })?;
+        // the indices are fresh and compact: read in place
+        let values = kernel::read_logical::<i64, _>(&indices, |at| {
+            kernel::fresh::<f32>(x, layout, |out| {
+                each_plane(out, out_plane, 2 * n, |p, o| {
+                    let xp = &xs[p * in_plane..(p + 1) * in_plane];
+                    for (v, &i) in o.iter_mut().zip(&at[p * out_plane..]) {
+                        *v = xp[i as usize];
+                    }
+                });
+                Ok(())
+            })
+        })??;
         Ok((values, indices))
     })?
 }
