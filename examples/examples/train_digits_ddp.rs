@@ -61,7 +61,15 @@ fn main() -> ExitCode {
     }
     run(|| {
         let world = World::init()?;
-        train_digits_ddp(&world, &args)
+        let trained = train_digits_ddp(&world, &args);
+        match trained {
+            // another rank may be waiting in a collective this rank will not enter
+            Err(e) if world.size() > 1 => {
+                eprintln!("rank {}: {e}", world.rank());
+                world.abort(1)
+            }
+            done => done,
+        }
     })
 }
 

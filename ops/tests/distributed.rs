@@ -96,13 +96,22 @@ fn flat(module: &dyn Module) -> autograd_core::Result<Vec<f32>> {
     Ok(all)
 }
 
+/// The largest elementwise difference; infinite for different lengths or any NaN (a missing
+/// gradient in [`grads`]), so that no check passes on NaN.
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
         return f32::INFINITY;
     }
     a.iter()
         .zip(b)
-        .map(|(x, y)| (x - y).abs())
+        .map(|(x, y)| {
+            let d = (x - y).abs();
+            if d.is_nan() {
+                f32::INFINITY
+            } else {
+                d
+            }
+        })
         .fold(0.0, f32::max)
 }
 
@@ -336,6 +345,15 @@ fn missing_gradient_counts_as_zeros(world: &World) -> Check {
         ga.is_some() == (world.size() > 1),
         "head a's gradient: {ga:?}"
     );
+    if let Some(ga) = ga {
+        // the other ranks' (size - 1) equal gradients, averaged over every rank
+        let others = (world.size() - 1) as f32 / world.size() as f32;
+        let expected: Vec<f32> = (0..2)
+            .flat_map(|_| col.iter().map(|v| v * others))
+            .collect();
+        let d = max_diff(&tri!(ga.to_vec::<f32>()), &expected);
+        check!(d <= 1e-6, "the gradient rank 0 lacked is off by {d}");
+    }
     Ok(())
 }
 
@@ -669,6 +687,37 @@ fn checkpoints_save_on_rank_0_and_load_everywhere(world: &World) -> Check {
         matches!(&missing, Err(e) if e.kind() == ErrorKind::Runtime),
         "loading a missing file gave {missing:?}"
     );
+    // a file missing on the last rank only: every rank refuses, and no rank's model changes
+    tri!(trained.save(&path));
+    let last = world.size() - 1;
+    let mine = if world.rank() == last && last > 0 {
+        path.with_extension("absent")
+    } else {
+        path.clone()
+    };
+    let mut other = tri!(Ddp::new(
+        world,
+        tri!(Net::new(5, HIDDEN)),
+        DdpOptions::default()
+    ));
+    let kept = tri!(flat(other.module()));
+    let refused = other.load(&mine);
+    if last > 0 {
+        check!(
+            refused.is_err(),
+            "a load failing on rank {last} succeeded here"
+        );
+        check!(
+            tri!(flat(other.module())) == kept,
+            "a load refused on rank {last} changed this rank's model"
+        );
+    } else {
+        check!(refused.is_ok(), "loading on one rank failed: {refused:?}");
+    }
+    world.barrier();
+    if world.rank() == 0 {
+        std::fs::remove_file(&path).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 

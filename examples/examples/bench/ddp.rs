@@ -31,6 +31,18 @@ const GLOBAL_BATCH: usize = 256;
 
 pub(crate) fn w10(quick: bool) -> Result<()> {
     let world = World::init()?;
+    match steps(&world, quick) {
+        // another rank may be waiting in a collective this rank will not enter
+        Err(e) if world.size() > 1 => {
+            eprintln!("W10 on rank {}: {e}", world.rank());
+            world.abort(1)
+        }
+        done => done,
+    }
+}
+
+/// W10's measurements on `world`.
+fn steps(world: &World, quick: bool) -> Result<()> {
     let (d, h, c) = (784, 256, 10);
     let (rank, ranks) = (world.rank(), world.size());
     ensure!(
@@ -55,7 +67,7 @@ pub(crate) fn w10(quick: bool) -> Result<()> {
         l1: Linear::new(d, h, true, &mut rng)?,
         l2: Linear::new(h, c, true, &mut rng)?,
     };
-    let ddp = Ddp::new(&world, model, DdpOptions::default())?;
+    let ddp = Ddp::new(world, model, DdpOptions::default())?;
     let mut opt = Sgd::new(
         ddp.module().parameters(),
         SgdConfig {

@@ -75,6 +75,10 @@ impl<D: Dataset> DataLoader<D> {
     /// Only the samples of rank `rank` of `world` (`rank < world`): every `world`-th sample of
     /// each epoch's order from position `rank`. The shards of one epoch are disjoint and
     /// together hold every sample (with `drop_last`, every sample but fewer than `world`).
+    /// Without `drop_last` on a dataset whose length is not a multiple of `world`, the ranks'
+    /// epochs can differ by a batch, and a rank that steps once more than the others waits
+    /// in its averaging forever: data-parallel training wants `drop_last(true)` there (or
+    /// equal batch counts by construction).
     pub fn shard(mut self, rank: usize, world: usize) -> Result<DataLoader<D>> {
         ensure!(
             rank < world,

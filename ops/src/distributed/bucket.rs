@@ -1,13 +1,14 @@
 //! Gradient averaging in buckets, as PyTorch's DDP does it: the gradients, last parameter
 //! first (backward produces them in about that order), are packed into flat `f32` buffers of
 //! about `bucket_bytes` each; each bucket's non-blocking all-reduce (`MPI_Iallreduce`) starts
-//! as soon as it is packed, so later buckets are packed while earlier ones travel, and each is
-//! unpacked as soon as it completes, in whatever order. A single bucket has nothing to overlap
-//! with and takes the blocking `MPI_Allreduce`, which MPI libraries tune harder.
+//! as soon as it is packed, so later buckets are packed while earlier ones travel. They are
+//! unpacked once all have arrived, so that a failure any bucket reports stops every write. A
+//! single bucket has nothing to overlap with and takes the blocking `MPI_Allreduce`, which MPI
+//! libraries tune harder.
 //!
 //! A bucket's buffer holds its gradients' values in logical order, then one presence flag per
 //! gradient (1 where this rank has one), then one failure flag (1 when this rank's backward
-//! failed). After the sum every rank knows which gradients some rank had (a missing one counts
+//! failed or a gradient could not be read). After the sum every rank knows which gradients some rank had (a missing one counts
 //! as zeros, as in PyTorch) and whether any rank failed, so every rank takes the same decision.
 //! The buffers are kept from step to step ([`Buckets`]).
 
@@ -38,6 +39,7 @@ impl Plan {
     pub(crate) fn new(sizes: &[usize], bucket_bytes: usize) -> Result<Plan> {
         let cap = (bucket_bytes / std::mem::size_of::<f32>()).max(1);
         let mut buckets: Vec<Vec<usize>> = Vec::new();
+        // a bucket's buffer: its values, a flag per gradient, the failure flag
         let mut filled = 0usize;
         for i in (0..sizes.len()).rev() {
             let n = sizes[i];
@@ -48,7 +50,9 @@ impl Plan {
                 );
             }
             match buckets.last_mut() {
-                Some(b) if filled + n <= cap => b.push(i),
+                Some(b) if filled + n <= cap && filled + n + b.len() + 2 <= MAX_COUNT => {
+                    b.push(i);
+                }
                 _ => {
                     buckets.push(vec![i]);
                     filled = 0;
@@ -110,14 +114,14 @@ impl Buckets {
     }
 
     /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks,
-    /// a bucket at a time, and as each bucket arrives calls `write(i, sum)` for each of its
-    /// gradients that some rank had (`sum` over ranks in logical order; a rank without one
-    /// counted zeros); a gradient no rank had is skipped. `failed` is this rank's failure
-    /// before averaging, which every bucket reports: when any rank failed, no `write` runs and
-    /// every rank gets an error (its own, or one saying how many ranks failed). A gradient that
-    /// cannot be read while packing fails the buckets from its own on (earlier ones may have
-    /// been written already). No failure keeps a rank out of a bucket's all-reduce, so none
-    /// makes the others wait forever.
+    /// a bucket at a time, then calls `write(i, sum)` for each gradient that some rank had
+    /// (`sum` over ranks in logical order; a rank without one counted zeros); a gradient no
+    /// rank had is skipped. `failed` is this rank's failure before averaging; a gradient that
+    /// cannot be read while packing is one too. When any rank failed, no `write` runs on any
+    /// rank (the flags of every bucket are summed before the first write) and every rank gets
+    /// an error: its own, or one saying how many ranks failed. A `write` that fails on some
+    /// rank is an error on every rank (and leaves that rank's gradients partly written). No
+    /// failure keeps a rank out of a collective, so none makes the others wait forever.
     ///
     /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
     /// not match the plan's sizes are this rank's failure (a bug).
@@ -126,7 +130,7 @@ impl Buckets {
         world: &World,
         grads: &[Option<Tensor>],
         failed: Option<Error>,
-        mut write: impl FnMut(usize, &[f32]) -> Result<()>,
+        write: impl FnMut(usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
         let mut failed = failed;
@@ -151,25 +155,6 @@ impl Buckets {
                 .collect();
             self.recvs = self.sends.clone();
         }
-        let mut failures = 0.0f32;
-        let mut write_error = None;
-        // what to do with a bucket's sum once it has arrived
-        let mut arrived = |b: usize, summed: &[f32]| {
-            let failing = summed.last().copied().unwrap_or(0.0);
-            failures = failures.max(failing);
-            if failing > 0.0 || write_error.is_some() {
-                return;
-            }
-            let flags = summed.len() - plan.buckets[b].len() - 1;
-            for (k, (i, span)) in plan.spans(b).enumerate() {
-                if summed[flags + k] > 0.0 {
-                    if let Err(e) = write(i, &summed[span]) {
-                        write_error = Some(e);
-                        return;
-                    }
-                }
-            }
-        };
         let comm = world.comm();
         let mut pack_next = |b: usize, send: &mut [f32]| {
             if failed.is_none() {
@@ -186,7 +171,6 @@ impl Buckets {
             // tune harder than their non-blocking ones
             pack_next(0, send);
             comm.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
-            arrived(0, recv);
         } else {
             mpi::request::multiple_scope(plan.len(), |scope, requests| {
                 for (b, (send, recv)) in
@@ -201,23 +185,40 @@ impl Buckets {
                         SystemOperation::sum(),
                     ));
                 }
-                // unpacked as each bucket arrives, in whatever order
-                while requests.incomplete() > 0 {
-                    let Some((b, _, summed)) = requests.wait_any() else {
-                        break;
-                    };
-                    arrived(b, summed);
-                }
+                requests.wait_all(&mut Vec::new());
             });
         }
+        // the most ranks any bucket saw failing: the same number on every rank
+        let failures = self
+            .recvs
+            .iter()
+            .map(|r| r.last().copied().unwrap_or(0.0))
+            .fold(0.0f32, f32::max);
         let n = world.size();
-        match (failed, write_error) {
-            (Some(e), _) | (None, Some(e)) => Err(e),
-            (None, None) if failures > 0.0 => Err(Error::Runtime(format!(
+        let outcome = match failed {
+            Some(e) => Err(e),
+            None if failures > 0.0 => Err(Error::Runtime(format!(
                 "{failures} of the {n} ranks failed before their gradients could be averaged; the gradients are this rank's own"
             ))),
-            (None, None) => Ok(()),
+            None => self.write_sums(write),
+        };
+        // a failed write is this rank's alone: make it every rank's (always a collective, so
+        // a plan without buckets still reports a failed backward everywhere)
+        super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
+    }
+
+    /// Calls `write(i, sum)` for every gradient some rank had, from the received buckets,
+    /// stopping at the first error.
+    fn write_sums(&self, mut write: impl FnMut(usize, &[f32]) -> Result<()>) -> Result<()> {
+        for (b, summed) in self.recvs.iter().enumerate() {
+            let flags = summed.len() - self.plan.buckets[b].len() - 1;
+            for (k, (i, span)) in self.plan.spans(b).enumerate() {
+                if summed[flags + k] > 0.0 {
+                    write(i, &summed[span])?;
+                }
+            }
         }
+        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
-use super::agreement::{agree, Fnv};
+use super::agreement::{agree, all_succeeded, Fnv};
 use super::World;
 
 /// How [`World::all_reduce`] combines the ranks' tensors, element by element.
@@ -135,6 +135,16 @@ fn agree_on(world: &World, code: u64, t: &Tensor, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// `t`'s values, once every rank has read its own: a rank whose read fails (out of memory)
+/// makes every rank's call fail, instead of leaving the others in the collective.
+fn read<T: Wire>(world: &World, t: &Tensor, what: &str) -> Result<Vec<T>> {
+    all_succeeded(
+        world,
+        t.values::<T>(),
+        &format!("reading the tensor to {what}"),
+    )
+}
+
 /// Checks that a message of `n` elements fits one MPI call.
 fn fits(n: Option<usize>, what: &str) -> Result<usize> {
     match n {
@@ -168,7 +178,7 @@ impl World {
     }
 
     fn all_reduce_as<T: Wire>(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
-        let send = t.values::<T>()?;
+        let send = read::<T>(self, t, "all_reduce")?;
         let mut recv = vec![T::default(); send.len()];
         let mpi_op = match op {
             ReduceOp::Sum | ReduceOp::Mean => SystemOperation::sum(),
@@ -206,11 +216,15 @@ impl World {
     }
 
     fn broadcast_as<T: Wire>(&self, t: &Tensor, root: usize) -> Result<Tensor> {
-        let mut buf = if self.rank() == root {
-            t.values::<T>()?
+        let read = if self.rank() == root {
+            t.values::<T>()
         } else {
-            vec![T::default(); t.size()]
+            Ok(Vec::new())
         };
+        let mut buf = all_succeeded(self, read, "reading the tensor to broadcast")?;
+        if self.rank() != root {
+            buf = vec![T::default(); t.size()];
+        }
         // root < size, which is a C int
         self.comm()
             .process_at_rank(root as i32)
@@ -233,7 +247,7 @@ impl World {
     }
 
     fn all_gather_as<T: Wire>(&self, t: &Tensor) -> Result<Tensor> {
-        let send = t.values::<T>()?;
+        let send = read::<T>(self, t, "all_gather")?;
         let mut recv = vec![T::default(); send.len() * self.size()];
         self.comm().all_gather_into(&send[..], &mut recv[..]);
         let mut dims = vec![self.size()];

@@ -7,7 +7,7 @@ use std::fmt;
 
 use autograd_core::{ensure, kernel, no_grad, Error, Result, Tensor};
 
-use super::agreement::{agree, Fnv};
+use super::agreement::{agree, all_succeeded, Fnv};
 use super::bucket::{Buckets, Plan};
 use super::{fingerprint, replica, World};
 use crate::module::Module;
@@ -257,14 +257,21 @@ impl<'w, M: Module> Ddp<'w, M> {
         } else {
             Ok(())
         };
-        super::agreement::all_succeeded(self.world, saved, "saving on rank 0")
+        all_succeeded(self.world, saved, "saving on rank 0")
     }
 
-    /// Loads a state dict (as [`Module::load`]) on every rank, each from `path` on its own
-    /// machine. A rank that fails makes the call fail on every rank.
+    /// Loads a state dict (as [`Module::load`], strict) on every rank, each from `path` on its
+    /// own machine. Every rank checks its file first; when any rank's check fails, every rank
+    /// gets an error and no module changes. A read failing after the checks (a disk error) is
+    /// an error on every rank too, and leaves that rank's module partly loaded.
     pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
-        let loaded = self.module.load(path);
-        super::agreement::all_succeeded(self.world, loaded, "loading the checkpoint")
+        let checked = crate::persist::check_load(
+            &self.module,
+            path.as_ref(),
+            crate::persist::LoadOptions::default(),
+        );
+        let checked = all_succeeded(self.world, checked, "checking the checkpoint")?;
+        all_succeeded(self.world, checked.commit(), "loading the checkpoint").map(drop)
     }
 }
 

@@ -47,22 +47,25 @@ fn replicate<T: Element + Equivalence>(world: &World, t: &Tensor) -> Result<()> 
         bail!(NotImplemented, "{n} elements do not fit one MPI message");
     }
     let root = world.rank() == 0;
-    let (mut buf, read) = if root {
-        match t.values::<T>() {
-            Ok(v) if v.len() == n => (v, Ok(())),
-            Ok(_) => (
-                vec![T::default(); n],
+    // rank 0's read is agreed on before anything is sent, so a failed read writes nothing
+    let read = if root {
+        t.values::<T>().and_then(|v| {
+            if v.len() == n {
+                Ok(v)
+            } else {
                 Err(Error::Runtime(
                     "a tensor read back a wrong number of values".into(),
-                )),
-            ),
-            Err(e) => (vec![T::default(); n], Err(e)),
-        }
+                ))
+            }
+        })
     } else {
-        (vec![T::default(); n], Ok(()))
+        Ok(Vec::new())
     };
+    let mut buf = all_succeeded(world, read, "reading rank 0's tensor")?;
+    if !root {
+        buf = vec![T::default(); n];
+    }
     world.comm().process_at_rank(0).broadcast_into(&mut buf[..]);
-    read?;
     if root {
         return Ok(());
     }

@@ -81,6 +81,13 @@ impl World {
         self.comm.barrier();
     }
 
+    /// Ends every process of the job with exit `code` (`MPI_Abort`): the way out of an error
+    /// that only this rank has seen, which would otherwise leave the others waiting in their
+    /// next collective (and this process waiting for them when its `World` drops).
+    pub fn abort(&self, code: i32) -> ! {
+        self.comm.abort(code)
+    }
+
     /// The world communicator the collectives run on.
     pub(crate) fn comm(&self) -> &SimpleCommunicator {
         &self.comm

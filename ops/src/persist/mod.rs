@@ -34,4 +34,6 @@ mod stream;
 
 pub use optimizer_state::{load_rng, save_rng};
 pub use safetensors::{contents, EntryInfo};
+#[cfg(feature = "mpi")]
+pub(crate) use state_dict::check_load;
 pub use state_dict::{load_module, save_module, LoadOptions, LoadReport};

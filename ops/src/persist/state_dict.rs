@@ -265,6 +265,25 @@ fn listed(names: &[String]) -> String {
 /// changed during the load, a disk error) can leave the tensors before it loaded, and its
 /// `Error::Runtime` says so.
 pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Result<LoadReport> {
+    check_load(module, path, options)?.commit()
+}
+
+/// A load whose file has passed every check against its module, not yet written:
+/// [`CheckedLoad::commit`] writes it. Data-parallel ranks check, agree, then commit, so that a
+/// file bad on one rank changes no rank's module.
+pub(crate) struct CheckedLoad {
+    file: Stream,
+    path: std::path::PathBuf,
+    plan: Vec<(Entry, Tensor)>,
+    report: LoadReport,
+}
+
+/// The checks of [`load_module`], which change nothing.
+pub(crate) fn check_load(
+    module: &dyn Module,
+    path: &Path,
+    options: LoadOptions,
+) -> Result<CheckedLoad> {
     let file = Stream::open(path)?;
     let context = |e: Error| e.context(format!("loading {}", path.display()));
     let tensors = module.named_tensors();
@@ -277,7 +296,7 @@ pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Re
             ))));
         }
         match file.header().entry(name) {
-            Some(entry) => plan.push((entry, t)),
+            Some(entry) => plan.push((entry.clone(), t.clone())),
             None => report.missing.push(name.clone()),
         }
     }
@@ -310,10 +329,22 @@ pub fn load_module(module: &dyn Module, path: &Path, options: LoadOptions) -> Re
     for (entry, t) in &plan {
         check_entry(entry, t, options.convert_f64, &file).map_err(context)?;
     }
-    // Every check passed: write each tensor in place, straight from the file's bytes.
-    let _guard = no_grad();
-    for (entry, t) in plan {
-        write_entry(&file, entry, t).map_err(context)?;
+    Ok(CheckedLoad {
+        file,
+        path: path.to_path_buf(),
+        plan,
+        report,
+    })
+}
+
+impl CheckedLoad {
+    /// Writes each tensor in place, straight from the file's bytes.
+    pub(crate) fn commit(self) -> Result<LoadReport> {
+        let _guard = no_grad();
+        for (entry, t) in &self.plan {
+            write_entry(&self.file, entry, t)
+                .map_err(|e| e.context(format!("loading {}", self.path.display())))?;
+        }
+        Ok(self.report)
     }
-    Ok(report)
 }
