@@ -5,11 +5,15 @@
 //! ones) and captured by the node; the VJP differentiates through them when they are the
 //! batch's own.
 
+// The per-plane sums are `#[inline(always)]` so that `simd!` compiles them for each
+// instruction set.
+#![allow(clippy::inline_always)]
+
 use std::ops::Range;
 use std::sync::Arc;
 
-use autograd_core::kernel::{self, alloc};
-use autograd_core::{differentiable, Captured, Layout, Result, Tensor};
+use autograd_core::kernel::{self, alloc, lane_sum};
+use autograd_core::{differentiable, simd, Captured, Layout, Result, Tensor};
 
 use crate::pooling::plane::each_plane;
 
@@ -81,29 +85,59 @@ impl Extents {
 }
 
 /// The mean and biased (population) variance of every statistic of `x` (`[N, C, ...]`,
-/// Float32), summed in f64 in two passes over its planes, on the kernel threads.
+/// Float32), in two passes over its planes on the kernel threads: f32 lanes within a plane's
+/// blocks, f64 across them (`lane_sum`). The mean is summed relative to the statistic's first
+/// element, so a constant channel has its exact mean (and variance 0).
 pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result<Vec<(f64, f64)>> {
     kernel::read_logical::<f32, _>(x, |xs| {
         kernel::map_tasks(ext.stats(grouping), |k| {
             let planes = ext.planes_of(grouping, k);
             let count = (planes.len() * ext.s) as f64;
-            let sum: f64 = planes
+            let first = planes
+                .first()
+                .and_then(|&p| xs[ext.plane(p)].first())
+                .copied()
+                .unwrap_or(0.0);
+            let shifted: f64 = planes
                 .iter()
-                .map(|&p| xs[ext.plane(p)].iter().map(|&v| f64::from(v)).sum::<f64>())
+                .map(|&p| {
+                    let xp = &xs[ext.plane(p)];
+                    simd!(len = xp.len(); shifted_sum(xp, first))
+                })
                 .sum();
-            let mean = sum / count;
+            let mean = f64::from(first) + shifted / count;
+            let mu = mean as f32;
             let sq: f64 = planes
                 .iter()
                 .map(|&p| {
-                    xs[ext.plane(p)]
-                        .iter()
-                        .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
-                        .sum::<f64>()
+                    let xp = &xs[ext.plane(p)];
+                    simd!(len = xp.len(); squares_about(xp, mu))
                 })
                 .sum();
             (mean, sq / count)
         })
     })
+}
+
+/// `Σ (v - s)` over a plane.
+#[inline(always)]
+fn shifted_sum(xp: &[f32], s: f32) -> f64 {
+    lane_sum(xp, xp, |v, _| v - s)
+}
+
+/// `Σ (v - mu)²` over a plane.
+#[inline(always)]
+fn squares_about(xp: &[f32], mu: f32) -> f64 {
+    lane_sum(xp, xp, |v, _| (v - mu) * (v - mu))
+}
+
+/// `(Σ g, Σ g xh)` over a plane, `xh = (x - mu) r`.
+#[inline(always)]
+fn plane_sums(gp: &[f32], xp: &[f32], mu: f32, r: f32) -> (f64, f64) {
+    (
+        lane_sum(gp, gp, |g, _| g),
+        lane_sum(gp, xp, |g, x| g * ((x - mu) * r)),
+    )
 }
 
 /// The values of an optional per-channel parameter, or `fill` for each of `c` channels.
@@ -147,27 +181,33 @@ pub(crate) fn normalise(
         let want_w = weight.is_some() && needs.input(1);
         let want_b = bias.is_some() && needs.input(2);
         let (dx, sums) = kernel::read_logical_pair::<f32, f32, _>(g, x, |gs, xs| {
-            let xh = |p: usize, v: f32| {
-                let k = ext.stat_of(grouping, p);
-                (v - mean[k]) * rstd[k]
+            // (Σ g, Σ g xh) of every plane, in one pass: the batch terms and the parameters'
+            // gradients are both sums of these
+            let per_plane: Vec<(f64, f64)> = if (needs.input(0) && batch) || want_w || want_b {
+                kernel::map_tasks(ext.n * ext.c, |p| {
+                    let k = ext.stat_of(grouping, p);
+                    let (gp, xp) = (&gs[ext.plane(p)], &xs[ext.plane(p)]);
+                    simd!(len = gp.len(); plane_sums(gp, xp, mean[k], rstd[k]))
+                })
+            } else {
+                Vec::new()
             };
             let dx = if needs.input(0) {
-                // mean(gh) and mean(gh xh) per statistic
+                // mean(gh) and mean(gh xh) per statistic, gh = g w
                 let terms: Vec<(f32, f32)> = if batch {
-                    kernel::map_tasks(ext.stats(grouping), |k| {
-                        let planes = ext.planes_of(grouping, k);
-                        let (mut a, mut b) = (0.0f64, 0.0f64);
-                        for &p in &planes {
-                            let wc = w[p % ext.c];
-                            for (&gv, &xv) in gs[ext.plane(p)].iter().zip(&xs[ext.plane(p)]) {
-                                let gh = f64::from(gv * wc);
-                                a += gh;
-                                b += gh * f64::from(xh(p, xv));
+                    (0..ext.stats(grouping))
+                        .map(|k| {
+                            let planes = ext.planes_of(grouping, k);
+                            let (mut a, mut b) = (0.0f64, 0.0f64);
+                            for &p in &planes {
+                                let wc = f64::from(w[p % ext.c]);
+                                a += wc * per_plane[p].0;
+                                b += wc * per_plane[p].1;
                             }
-                        }
-                        let m = (planes.len() * ext.s) as f64;
-                        ((a / m) as f32, (b / m) as f32)
-                    })
+                            let m = (planes.len() * ext.s) as f64;
+                            ((a / m) as f32, (b / m) as f32)
+                        })
+                        .collect()
                 } else {
                     Vec::new()
                 };
@@ -193,18 +233,16 @@ pub(crate) fn normalise(
             } else {
                 None
             };
+            // dw(c) = Σ g xh and db(c) = Σ g over the planes of channel c
             let sums: Vec<(f64, f64)> = if want_w || want_b {
-                kernel::map_tasks(ext.c, |c| {
-                    let (mut dw, mut db) = (0.0f64, 0.0f64);
-                    for n in 0..ext.n {
-                        let p = n * ext.c + c;
-                        for (&gv, &xv) in gs[ext.plane(p)].iter().zip(&xs[ext.plane(p)]) {
-                            dw += f64::from(gv * xh(p, xv));
-                            db += f64::from(gv);
-                        }
-                    }
-                    (dw, db)
-                })
+                (0..ext.c)
+                    .map(|c| {
+                        (0..ext.n).fold((0.0, 0.0), |(dw, db), n| {
+                            let (sg, sgx) = per_plane[n * ext.c + c];
+                            (dw + sgx, db + sg)
+                        })
+                    })
+                    .collect()
             } else {
                 Vec::new()
             };
