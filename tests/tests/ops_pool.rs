@@ -116,8 +116,9 @@ fn plain_avg(x: &[f32], planes: usize, [h, w]: [usize; 2], case: Case, cip: bool
 }
 
 /// The cases the plain loops cover: odd sizes, stride over kernel, dilation with padding,
-/// ceil mode.
-const CASES: [Case; 8] = [
+/// ceil mode, and windows wholly inside the input (max pooling's unrolled 2x2 and 3x3 paths,
+/// the latter dilated, and a ceil-mode window past the end that must leave them).
+const CASES: [Case; 10] = [
     ([2, 2], [2, 2], [0, 0], [1, 1], false),
     ([3, 3], [2, 2], [1, 1], [1, 1], false),
     ([3, 2], [1, 3], [1, 0], [1, 1], true),
@@ -126,6 +127,8 @@ const CASES: [Case; 8] = [
     ([2, 2], [3, 3], [1, 1], [3, 1], true),
     ([3, 1], [2, 2], [1, 0], [1, 1], true),
     ([1, 1], [2, 3], [0, 0], [1, 1], false),
+    ([3, 3], [2, 1], [0, 0], [1, 2], false),
+    ([2, 2], [2, 2], [0, 0], [1, 1], true),
 ];
 
 fn options(case: Case) -> Pool2dOptions {

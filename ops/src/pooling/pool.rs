@@ -63,8 +63,26 @@ fn argmax_plane(xp: &[f32], g: &Window2d, out: &mut [i64]) {
 
 /// [`argmax_plane`] when every window lies inside the input: no clipping of taps, and a
 /// running maximum the compiler keeps free of branches (one per element, which the data
-/// decides, cost more than the compares).
+/// decides, cost more than the compares). The common 2x2 and 3x3 windows get loops of
+/// constant length, unrolled.
 fn argmax_inside(xp: &[f32], g: &Window2d, out: &mut [i64]) {
+    match (g.h.kernel, g.w.kernel) {
+        (2, 2) => argmax_fixed::<2, 2>(xp, g, out),
+        (3, 3) => argmax_fixed::<3, 3>(xp, g, out),
+        _ => argmax_windows(xp, g, out, g.h.kernel, g.w.kernel),
+    }
+}
+
+/// [`argmax_windows`] with the window's extents known at compile time.
+fn argmax_fixed<const KH: usize, const KW: usize>(xp: &[f32], g: &Window2d, out: &mut [i64]) {
+    argmax_windows(xp, g, out, KH, KW);
+}
+
+/// The argmax of every `kh x kw` window of a plane whose windows all lie inside it; inlined
+/// into [`argmax_fixed`] so that constant extents unroll its loops.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn argmax_windows(xp: &[f32], g: &Window2d, out: &mut [i64], kh: usize, kw: usize) {
     let (sh, sw) = (g.h, g.w);
     let width = sw.input;
     for (oh, row) in out.chunks_exact_mut(sw.output).enumerate() {
@@ -72,9 +90,9 @@ fn argmax_inside(xp: &[f32], g: &Window2d, out: &mut [i64]) {
         for (ow, o) in row.iter_mut().enumerate() {
             let origin = top + ow * sw.stride;
             let (mut best, mut at) = (xp[origin], origin);
-            for i in 0..sh.kernel {
+            for i in 0..kh {
                 let r = origin + i * sh.dilation * width;
-                for j in 0..sw.kernel {
+                for j in 0..kw {
                     let c = r + j * sw.dilation;
                     let v = xp[c];
                     let take = v > best || v.is_nan();
