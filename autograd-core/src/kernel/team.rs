@@ -101,8 +101,13 @@ impl Team {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Claims and runs tasks of loop `generation` until none is left.
+    /// Claims and runs tasks of loop `generation` until none is left. Tasks are claimed in
+    /// blocks of a share of what is left (OpenMP's guided schedule): a loop of thousands of
+    /// tiny tasks (a plane of a pooling each) would otherwise pay two contended atomics per
+    /// task, more than the task; the blocks shrink to single tasks at the end, which keeps the
+    /// threads' finishing times close.
     fn work(&self, generation: u64, body: Body, tasks: usize) {
+        let threads = self.helpers.load(Ordering::Relaxed) + 1;
         loop {
             let current = self.claim.load(Ordering::Acquire);
             if current >> 32 != generation & 0xffff_ffff {
@@ -112,22 +117,31 @@ impl Team {
             if index >= tasks {
                 return;
             }
+            let block = ((tasks - index) / (2 * threads)).max(1);
             if self
                 .claim
-                .compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange_weak(
+                    current,
+                    current + block as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_err()
             {
                 continue;
             }
-            // SAFETY: task `index` of loop `generation` is claimed and not yet counted done, so
-            // the loop's caller is still inside `Team::run`, which keeps the body alive.
+            // SAFETY: tasks `index..index + block` of loop `generation` are claimed and not yet
+            // counted done, so the loop's caller is still inside `Team::run`, which keeps the
+            // body alive.
             let body = unsafe { &*body.0 };
             let previous = IN_TASK.with(|t| t.replace(true));
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(index))) {
+            let run = || (index..index + block).for_each(body);
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(run)) {
+                // the rest of the block is skipped: the loop's caller raises the panic again
                 self.panicked.store(true, Ordering::Release);
                 // The first payload is kept for the caller; later ones are not dropped: a
                 // payload whose own drop panics would unwind out of here before `done` counts
-                // the task, and the caller would return (ending the body's life) while other
+                // the tasks, and the caller would return (ending the body's life) while other
                 // tasks still run it, or wait forever. A panic's payload is small.
                 let mut first = self.payload.lock().unwrap_or_else(PoisonError::into_inner);
                 if first.is_none() {
@@ -137,7 +151,7 @@ impl Team {
                 }
             }
             IN_TASK.with(|t| t.set(previous));
-            self.done.fetch_add(1, Ordering::AcqRel);
+            self.done.fetch_add(block, Ordering::AcqRel);
         }
     }
 
