@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::sync::{Mutex, PoisonError};
 
 use autograd_core::kernel::{self, alloc, gemm_f32, MatMut, MatRef};
-use autograd_core::{Error, Result};
+use autograd_core::{simd, Error, Result};
 
 use super::geometry::Geom;
 use super::im2col::{col2im, im2col, transpose, View};
@@ -242,15 +242,22 @@ fn accumulate_weight_grad(
 }
 
 /// The bias's gradient: `gy` (`[n, channels, plane]`, dense) summed over images and
-/// positions, per channel (in f64).
+/// positions, per channel: f32 lanes within a plane, f64 across planes, channels spread over
+/// the kernel threads.
 pub(crate) fn channel_sums(gy: &[f32], n: usize, channels: usize, plane: usize) -> Vec<f32> {
-    let mut sums = vec![0.0f64; channels];
-    if plane > 0 {
-        for (k, row) in gy.chunks_exact(plane).enumerate().take(n * channels) {
-            sums[k % channels] += row.iter().map(|&v| f64::from(v)).sum::<f64>();
-        }
-    }
-    sums.into_iter().map(|s| s as f32).collect()
+    kernel::map_tasks(channels, |c| {
+        (0..n)
+            .filter_map(|i| gy.get((i * channels + c) * plane..(i * channels + c + 1) * plane))
+            .map(|row| simd!(len = row.len(); plane_sum(row)))
+            .sum::<f64>() as f32
+    })
+}
+
+/// `Σ v` over one plane.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn plane_sum(row: &[f32]) -> f64 {
+    kernel::lane_sum(row, row, |v, _| v)
 }
 
 /// Dense `[n, c * kh * kw, l]` columns of every image of `x` (groups ignored): `unfold`.
