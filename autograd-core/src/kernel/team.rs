@@ -262,7 +262,10 @@ pub fn park_idle_threads() {
 
 /// Runs `f(i)` for every `i < tasks`, spread over the kernel threads ([`super::threads`]),
 /// and returns once every call returned. Serial when there is one task or one thread, or
-/// when called from inside a task or while another loop runs.
+/// when called from inside a task or while another loop runs. The threads claim tasks in
+/// blocks of a share of those left, so a task may be small (a plane of a few dozen
+/// elements). A panicking task skips the rest of its block; the panic is raised again here
+/// once the claimed blocks have finished.
 pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
     if tasks <= 1 || super::threads() <= 1 || IN_TASK.with(Cell::get) {
         (0..tasks).for_each(f);
@@ -429,8 +432,9 @@ mod tests {
             });
         }));
         assert!(outcome.is_err());
-        // on the team every task runs before the panic reaches the caller; a loop that runs
-        // serially (the team busy with another test's) stops at the panicking task
+        // on the team every claimed block runs before the panic reaches the caller (the
+        // panicking task's block stops at it); a loop that runs serially (the team busy with
+        // another test's) stops at the panicking task: tasks 0..=5 ran either way
         assert!(ran.load(Ordering::Relaxed) >= 6);
         // the team still works afterwards
         let again = AtomicUsize::new(0);
