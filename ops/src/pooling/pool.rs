@@ -172,7 +172,7 @@ pub fn max_pool2d_with_indices(
         })?;
         // the indices are fresh and compact: read in place
         let values = kernel::read_logical::<i64, _>(&indices, |at| {
-            kernel::fresh::<f32>(x, layout, |out| {
+            kernel::fresh_overwritten::<f32>(x, layout, |out| {
                 each_plane(out, out_plane, 2 * n, |p, o| {
                     let xp = &xs[p * in_plane..(p + 1) * in_plane];
                     for (v, &i) in o.iter_mut().zip(&at[p * out_plane..]) {
