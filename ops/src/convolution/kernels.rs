@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::sync::{Mutex, PoisonError};
 
-use autograd_core::kernel::{self, alloc, gemm_f32, MatMut, MatRef};
+use autograd_core::kernel::{self, alloc, gemm_f32, sum_f64, MatMut, MatRef};
 use autograd_core::{simd, Error, Result};
 
 use super::geometry::Geom;
@@ -242,22 +242,15 @@ fn accumulate_weight_grad(
 }
 
 /// The bias's gradient: `gy` (`[n, channels, plane]`, dense) summed over images and
-/// positions, per channel: f32 lanes within a plane, f64 across planes, channels spread over
-/// the kernel threads.
+/// positions, per channel: each plane in eight f64 lanes, channels spread over the kernel
+/// threads.
 pub(crate) fn channel_sums(gy: &[f32], n: usize, channels: usize, plane: usize) -> Vec<f32> {
     kernel::map_tasks(channels, |c| {
         (0..n)
             .filter_map(|i| gy.get((i * channels + c) * plane..(i * channels + c + 1) * plane))
-            .map(|row| simd!(len = row.len(); plane_sum(row)))
+            .map(|row| simd!(len = row.len(); sum_f64(row)))
             .sum::<f64>() as f32
     })
-}
-
-/// `Σ v` over one plane.
-#[allow(clippy::inline_always)]
-#[inline(always)]
-fn plane_sum(row: &[f32]) -> f64 {
-    kernel::lane_sum(row, row, |v, _| v)
 }
 
 /// Dense `[n, c * kh * kw, l]` columns of every image of `x` (groups ignored): `unfold`.

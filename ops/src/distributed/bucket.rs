@@ -8,8 +8,9 @@
 //!
 //! A bucket's buffer holds its gradients' values in logical order, then one presence flag per
 //! gradient (1 where this rank has one), then one failure flag (1 when this rank's backward
-//! failed or a gradient could not be read). After the sum every rank knows which gradients some rank had (a missing one counts
-//! as zeros, as in PyTorch) and whether any rank failed, so every rank takes the same decision.
+//! failed or a gradient could not be read). After the sum every rank knows which gradients
+//! some rank had (a missing one counts as zeros, as in PyTorch) and whether any rank failed,
+//! so every rank takes the same decision.
 //! The buffers are kept from step to step ([`Buckets`]).
 
 use std::ops::Range;
@@ -39,7 +40,6 @@ impl Plan {
     pub(crate) fn new(sizes: &[usize], bucket_bytes: usize) -> Result<Plan> {
         let cap = (bucket_bytes / std::mem::size_of::<f32>()).max(1);
         let mut buckets: Vec<Vec<usize>> = Vec::new();
-        // a bucket's buffer: its values, a flag per gradient, the failure flag
         let mut filled = 0usize;
         for i in (0..sizes.len()).rev() {
             let n = sizes[i];
@@ -50,6 +50,7 @@ impl Plan {
                 );
             }
             match buckets.last_mut() {
+                // the buffer adds a flag per gradient and the failure flag to the values
                 Some(b) if filled + n <= cap && filled + n + b.len() + 2 <= MAX_COUNT => {
                     b.push(i);
                 }

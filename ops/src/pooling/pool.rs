@@ -61,10 +61,9 @@ fn argmax_plane(xp: &[f32], g: &Window2d, out: &mut [i64]) {
     }
 }
 
-/// [`argmax_plane`] when every window lies inside the input: no clipping of taps, and a
-/// running maximum the compiler keeps free of branches (one per element, which the data
-/// decides, cost more than the compares). The common 2x2 and 3x3 windows get loops of
-/// constant length, unrolled.
+/// [`argmax_plane`] when every window lies inside the input: no clipping of taps and no
+/// per-window tap ranges to compute. The common 2x2 and 3x3 windows get loops of constant
+/// length, unrolled.
 fn argmax_inside(xp: &[f32], g: &Window2d, out: &mut [i64]) {
     match (g.h.kernel, g.w.kernel) {
         (2, 2) => argmax_fixed::<2, 2>(xp, g, out),
