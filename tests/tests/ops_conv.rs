@@ -94,8 +94,10 @@ type TransposeCase = (
 
 #[test]
 fn conv2d_matches_the_plain_loop_over_every_option() {
-    // (x dims, w dims, stride, padding, dilation, groups, bias)
-    let cases: [ConvCase; 9] = [
+    // (x dims, w dims, stride, padding, dilation, groups, bias): output rows of at most 16
+    // read a bordered copy of each channel (4, 8 and 16 wide at stride 1 as fixed-width
+    // runs), wider ones clip their runs at the padding; both kinds are here
+    let cases: [ConvCase; 15] = [
         (
             [2, 3, 5, 5],
             [4, 3, 3, 3],
@@ -175,6 +177,60 @@ fn conv2d_matches_the_plain_loop_over_every_option() {
             Padding::Valid,
             [1, 1],
             1,
+            true,
+        ),
+        (
+            [2, 2, 4, 4],
+            [3, 2, 3, 3],
+            [1, 1],
+            Padding::Explicit([1, 1]),
+            [1, 1],
+            1,
+            true,
+        ),
+        (
+            [2, 2, 8, 8],
+            [3, 2, 3, 3],
+            [1, 1],
+            Padding::Explicit([1, 1]),
+            [1, 1],
+            1,
+            false,
+        ),
+        (
+            [1, 3, 5, 16],
+            [2, 3, 3, 3],
+            [1, 1],
+            Padding::Same,
+            [1, 1],
+            1,
+            true,
+        ),
+        (
+            [1, 2, 4, 37],
+            [3, 2, 3, 3],
+            [1, 1],
+            Padding::Explicit([1, 1]),
+            [1, 1],
+            1,
+            true,
+        ),
+        (
+            [1, 2, 5, 40],
+            [2, 2, 2, 3],
+            [2, 2],
+            Padding::Explicit([0, 2]),
+            [1, 2],
+            1,
+            false,
+        ),
+        (
+            [2, 4, 3, 18],
+            [4, 2, 3, 3],
+            [1, 1],
+            Padding::Same,
+            [1, 1],
+            2,
             true,
         ),
     ];
@@ -438,6 +494,20 @@ fn gradcheck_every_op_on_contiguous_strided_and_batch_one_inputs() {
                 checked(),
             );
             assert!(r.is_ok(), "fold n {n} contiguous {contiguous}: {r:?}");
+
+            // output rows of 20: the clipped-run im2col and col2im
+            let xw = make(&[n, 2, 3, 20], 9, contiguous);
+            let ww = make(&[2, 2, 2, 3], 10, contiguous);
+            let same = Conv2dOptions::new().padding(Padding::Explicit([1, 1]));
+            let r = gradcheck(
+                |v: &[Tensor]| conv2d(&v[0], &v[1], None, &same),
+                &[xw, ww],
+                checked(),
+            );
+            assert!(
+                r.is_ok(),
+                "wide conv2d n {n} contiguous {contiguous}: {r:?}"
+            );
         }
     }
 }
@@ -501,17 +571,10 @@ fn zero_channels_and_an_empty_batch_give_the_bias_and_empty_gradients() {
 
 #[test]
 fn unfold_and_fold_are_adjoint_and_fold_of_ones_counts_windows() {
-    let x = t(&noise(2 * 3 * 5 * 6, 80), &[2, 3, 5, 6]);
     let opts = Conv2dOptions::new()
         .stride([2, 1])
         .padding(Padding::Explicit([1, 2]))
         .dilation([1, 2]);
-    let cols = unfold(&x, [3, 2], &opts).unwrap();
-    let l = ((5 + 2 - 3) / 2 + 1) * ((6 + 4 - 3) + 1);
-    assert_eq!(cols.dims(), [2, 18, l]);
-    let probe = t(&noise(cols.size(), 81), &cols.dims());
-    let back = fold(&probe, [5, 6], [3, 2], &opts).unwrap();
-    assert_eq!(back.dims(), [2, 3, 5, 6]);
     let dot = |a: &Tensor, b: &Tensor| {
         vals(a)
             .iter()
@@ -519,11 +582,21 @@ fn unfold_and_fold_are_adjoint_and_fold_of_ones_counts_windows() {
             .map(|(p, q)| f64::from(*p) * f64::from(q))
             .sum::<f64>()
     };
-    let (lhs, rhs) = (dot(&cols, &probe), dot(&x, &back));
-    assert!(
-        (lhs - rhs).abs() < 1e-4 * (1.0 + lhs.abs()),
-        "{lhs} vs {rhs}"
-    );
+    // 6 columns give output rows of 8 (a bordered copy per channel), 30 give 32 (clipped runs)
+    for width in [6, 30] {
+        let x = t(&noise(2 * 3 * 5 * width, 80), &[2, 3, 5, width]);
+        let cols = unfold(&x, [3, 2], &opts).unwrap();
+        let l = ((5 + 2 - 3) / 2 + 1) * ((width + 4 - 3) + 1);
+        assert_eq!(cols.dims(), [2, 18, l]);
+        let probe = t(&noise(cols.size(), 81), &cols.dims());
+        let back = fold(&probe, [5, width], [3, 2], &opts).unwrap();
+        assert_eq!(back.dims(), [2, 3, 5, width]);
+        let (lhs, rhs) = (dot(&cols, &probe), dot(&x, &back));
+        assert!(
+            (lhs - rhs).abs() < 1e-4 * (1.0 + lhs.abs()),
+            "width {width}: {lhs} vs {rhs}"
+        );
+    }
     // 3x3 windows, stride 1, no padding over 4x4: the corner is in 1 window, the centre in 4
     let ones = Tensor::ones(shape![1, 9, 4], &DType::Float32).unwrap();
     let counts = fold(&ones, [4, 4], [3, 3], &Conv2dOptions::new()).unwrap();

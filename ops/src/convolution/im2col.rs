@@ -1,5 +1,7 @@
 //! im2col and its adjoint: the windows of an image laid out as the columns of a matrix, so
-//! that a convolution is one GEMM per group, and those columns summed back into an image.
+//! that a convolution is one GEMM per group, and those columns summed back into an image. Wide
+//! rows copy run by run, clipped at the padding; narrow ones (small images) first copy each
+//! channel inside a zero border, then copy whole runs.
 
 use std::borrow::Cow;
 
@@ -94,12 +96,181 @@ fn taps(g: &Geom) -> Vec<Tap> {
         .collect()
 }
 
-/// Writes the windows of image `img` of `x` into `cols` (`[c k, l]` row-major, row
-/// `(c kh + ki) kw + kj`); padding reads zeros.
-pub(crate) fn im2col(x: &View<'_>, img: usize, g: &Geom, cols: &mut [f32]) {
-    let taps = taps(g);
-    for (r, row) in cols.chunks_exact_mut(g.l()).enumerate() {
-        window_row(x, img, r, g, &taps, row);
+/// Output rows at most this wide read from a bordered copy of each channel ([`Border`]):
+/// their runs inside the input are too short for per-run clipping to pay (the 4x4 and 8x8
+/// planes of a small CNN).
+const NARROW: usize = 16;
+
+/// Elements a bordered plane may hold.
+const BORDERED_MAX: usize = 1 << 14;
+
+/// The extents of a channel plane copied inside a zero border wide enough for every tap's
+/// reads, so that each output row of a tap is one unclipped run: the plan for narrow rows.
+#[derive(Debug, Clone, Copy)]
+struct Border {
+    hp: usize,
+    wp: usize,
+}
+
+impl Border {
+    /// The border of `g`'s planes, when its output rows are narrow and the planes small.
+    fn of(g: &Geom) -> Option<Border> {
+        if g.ow > NARROW || g.l() == 0 || g.k() == 0 {
+            return None;
+        }
+        // the rows (columns) the last tap of the last output reads, and the input's own
+        let hp = ((g.oh - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1).max(g.pad[0] + g.h);
+        let wp = ((g.ow - 1) * g.stride[1] + (g.kw - 1) * g.dil[1] + 1).max(g.pad[1] + g.w);
+        (hp * wp <= BORDERED_MAX).then_some(Border { hp, wp })
+    }
+
+    /// Where in the bordered plane each tap's first output row starts reading (taps
+    /// row-major); output row `oy` reads `oy stride wp` further.
+    fn tap_starts(&self, g: &Geom) -> Vec<usize> {
+        (0..g.k())
+            .map(|kk| (kk / g.kw) * g.dil[0] * self.wp + (kk % g.kw) * g.dil[1])
+            .collect()
+    }
+
+    /// Where in the bordered plane input row `y` starts.
+    #[inline]
+    fn interior(&self, g: &Geom, y: usize) -> usize {
+        (y + g.pad[0]) * self.wp + g.pad[1]
+    }
+}
+
+/// How the runs of a bordered plane move: `W` contiguous elements when `W > 0` (the common
+/// narrow widths at stride 1, single vector moves), else `len` elements `step` apart.
+#[derive(Debug, Clone, Copy)]
+struct Run<const W: usize> {
+    len: usize,
+    step: usize,
+}
+
+impl<const W: usize> Run<W> {
+    /// `out[j] = src[j step]` for the run's `j`.
+    #[inline]
+    fn copy(self, src: &[f32], out: &mut [f32]) {
+        if W > 0 {
+            if let (Some(o), Some(s)) = (out.first_chunk_mut::<W>(), src.first_chunk::<W>()) {
+                *o = *s;
+            }
+        } else {
+            for (j, o) in out[..self.len].iter_mut().enumerate() {
+                *o = src[j * self.step];
+            }
+        }
+    }
+
+    /// `dst[j step] += run[j]`: the adjoint of [`Run::copy`].
+    #[inline]
+    fn add(self, run: &[f32], dst: &mut [f32]) {
+        if W > 0 {
+            if let (Some(d), Some(r)) = (dst.first_chunk_mut::<W>(), run.first_chunk::<W>()) {
+                for (d, &v) in d.iter_mut().zip(r) {
+                    *d += v;
+                }
+            }
+        } else {
+            for (j, &v) in run[..self.len].iter().enumerate() {
+                dst[j * self.step] += v;
+            }
+        }
+    }
+}
+
+/// Calls `$body` with `$run` bound to the [`Run`] of `len` elements `step` apart, its width a
+/// constant for the common narrow widths at stride 1.
+macro_rules! with_run {
+    ($len:expr, $step:expr, |$run:ident| $body:expr) => {{
+        let (len, step) = ($len, $step);
+        match (step, len) {
+            (1, 4) => {
+                let $run = Run::<4> { len, step };
+                $body
+            }
+            (1, 8) => {
+                let $run = Run::<8> { len, step };
+                $body
+            }
+            (1, 16) => {
+                let $run = Run::<16> { len, step };
+                $body
+            }
+            _ => {
+                let $run = Run::<0> { len, step };
+                $body
+            }
+        }
+    }};
+}
+
+/// im2col over one input: the windows of any of its images laid out as columns (`[c k, l]`
+/// row-major, row `(c kh + ki) kw + kj`; padding reads zeros), the geometry's taps worked out
+/// once for all images.
+pub(crate) struct Unfolder<'v, 'a> {
+    x: &'v View<'a>,
+    g: Geom,
+    taps: Vec<Tap>,
+    /// Narrow rows: the border and each tap's start in it.
+    border: Option<(Border, Vec<usize>)>,
+}
+
+impl<'v, 'a> Unfolder<'v, 'a> {
+    /// The plan for reading `x`'s windows of geometry `g`.
+    pub(crate) fn new(x: &'v View<'a>, g: &Geom) -> Self {
+        Unfolder {
+            x,
+            g: *g,
+            taps: taps(g),
+            border: Border::of(g).map(|b| (b, b.tap_starts(g))),
+        }
+    }
+
+    /// Writes image `img`'s columns into `cols` (`c k l` elements, every one written).
+    pub(crate) fn write(&self, img: usize, cols: &mut [f32]) {
+        let g = &self.g;
+        let Some((border, starts)) = &self.border else {
+            for (r, row) in cols.chunks_exact_mut(g.l()).enumerate() {
+                window_row(self.x, img, r, g, &self.taps, row);
+            }
+            return;
+        };
+        with_run!(g.ow, g.stride[1], |run| self.write_bordered(
+            img,
+            cols,
+            (*border, starts),
+            run
+        ));
+    }
+
+    /// [`Unfolder::write`] for narrow rows: each channel copied inside the border, then every
+    /// tap's output rows copied as whole runs.
+    fn write_bordered<const W: usize>(
+        &self,
+        img: usize,
+        cols: &mut [f32],
+        (border, starts): (Border, &[usize]),
+        run: Run<W>,
+    ) {
+        let g = &self.g;
+        let [sn, sc, sh, sw] = self.x.strides;
+        let (k, l, row_step) = (g.k(), g.l(), g.stride[0] * border.wp);
+        let line = Run::<0> { len: g.w, step: sw };
+        // the border stays zero: only the interior is written, channel after channel
+        let mut plane = vec![0.0f32; border.hp * border.wp];
+        for (ci, block) in cols.chunks_exact_mut(k * l).enumerate() {
+            let base = self.x.offset + img * sn + ci * sc;
+            for y in 0..g.h {
+                let at = border.interior(g, y);
+                line.copy(&self.x.data[base + y * sh..], &mut plane[at..]);
+            }
+            for (rows, &start) in block.chunks_exact_mut(l).zip(starts) {
+                for (oy, out) in rows.chunks_exact_mut(g.ow).enumerate() {
+                    run.copy(&plane[start + oy * row_step..], out);
+                }
+            }
+        }
     }
 }
 
@@ -156,12 +327,69 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
     }
 }
 
-/// Adds the windows in `cols` (as [`im2col`] lays them out) into the dense `[c, h, w]` image
-/// `img`: the adjoint of [`im2col`].
-pub(crate) fn col2im(cols: &[f32], g: &Geom, img: &mut [f32]) {
-    let taps = taps(g);
-    for (r, row) in cols.chunks_exact(g.l()).enumerate() {
-        add_window_row(row, r, g, &taps, img);
+/// col2im for one geometry: columns (as [`Unfolder`] lays them out) summed back into dense
+/// `[c, h, w]` images, the adjoint of [`Unfolder::write`], the taps worked out once.
+pub(crate) struct Folder {
+    g: Geom,
+    taps: Vec<Tap>,
+    /// Narrow rows: the border and each tap's start in it.
+    border: Option<(Border, Vec<usize>)>,
+}
+
+impl Folder {
+    /// The plan for folding columns of geometry `g`.
+    pub(crate) fn new(g: &Geom) -> Self {
+        Folder {
+            g: *g,
+            taps: taps(g),
+            border: Border::of(g).map(|b| (b, b.tap_starts(g))),
+        }
+    }
+
+    /// Adds image columns `cols` (`c k l` elements) into the dense image `img` (`c h w`).
+    pub(crate) fn add(&self, cols: &[f32], img: &mut [f32]) {
+        let g = &self.g;
+        let Some((border, starts)) = &self.border else {
+            for (r, row) in cols.chunks_exact(g.l()).enumerate() {
+                add_window_row(row, r, g, &self.taps, img);
+            }
+            return;
+        };
+        with_run!(g.ow, g.stride[1], |run| self.add_bordered(
+            cols,
+            img,
+            (*border, starts),
+            run
+        ));
+    }
+
+    /// [`Folder::add`] for narrow rows: every tap's output rows added as whole runs into a
+    /// bordered plane per channel, whose interior is then added into the image.
+    fn add_bordered<const W: usize>(
+        &self,
+        cols: &[f32],
+        img: &mut [f32],
+        (border, starts): (Border, &[usize]),
+        run: Run<W>,
+    ) {
+        let g = &self.g;
+        let (k, l, plane) = (g.k(), g.l(), g.h * g.w);
+        if plane == 0 {
+            return;
+        }
+        let (row_step, line) = (g.stride[0] * border.wp, Run::<0> { len: g.w, step: 1 });
+        let mut acc = vec![0.0f32; border.hp * border.wp];
+        for (block, channel) in cols.chunks_exact(k * l).zip(img.chunks_exact_mut(plane)) {
+            acc.fill(0.0);
+            for (rows, &start) in block.chunks_exact(l).zip(starts) {
+                for (oy, r) in rows.chunks_exact(g.ow).enumerate() {
+                    run.add(r, &mut acc[start + oy * row_step..]);
+                }
+            }
+            for (y, dst) in channel.chunks_exact_mut(g.w).enumerate() {
+                line.add(&acc[border.interior(g, y)..], dst);
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use autograd_core::kernel::{self, alloc, gemm_f32, sum_f64, MatMut, MatRef};
 use autograd_core::{simd, Error, Result};
 
 use super::geometry::Geom;
-use super::im2col::{col2im, im2col, transpose, View};
+use super::im2col::{transpose, Folder, Unfolder, View};
 
 thread_local! {
     /// Each thread's column matrix, kept between images and calls.
@@ -95,6 +95,7 @@ pub(crate) fn forward(
 ) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
     let threads = split(g.n).1;
+    let unfolder = Unfolder::new(x, g);
     per_image(y, g.out_len(), g.n, |i, yi| {
         if let Some(b) = bias {
             for (row, &bv) in yi.chunks_exact_mut(l).zip(b) {
@@ -102,7 +103,7 @@ pub(crate) fn forward(
             }
         }
         with_cols(g.c * g.k() * l, |cols| {
-            im2col(x, i, g, cols);
+            unfolder.write(i, cols);
             for grp in 0..g.groups {
                 let a = MatRef {
                     offset: grp * cout_g * rows_g,
@@ -129,6 +130,7 @@ pub(crate) fn forward(
 pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom, gx: &mut [f32]) -> Result<()> {
     let (l, rows_g, cout_g) = (g.l(), g.cin_g() * g.k(), g.cout_g());
     let threads = split(g.n).1;
+    let folder = Folder::new(g);
     per_image(gx, g.in_len(), g.n, |i, gxi| {
         let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
         with_cols(g.c * g.k() * l, |cols| {
@@ -150,7 +152,7 @@ pub(crate) fn input_grad(gy: &[f32], w: &[f32], g: &Geom, gx: &mut [f32]) -> Res
                 gemm_f32(a, b, c, false, threads)?;
             }
             gxi.fill(0.0);
-            col2im(cols, g, gxi);
+            folder.add(cols, gxi);
             Ok(())
         })
     })
@@ -166,10 +168,11 @@ pub(crate) fn weight_grad(x: &View<'_>, gy: &[f32], g: &Geom) -> Result<Vec<f32>
         1
     };
     let per = g.n.div_ceil(tasks.max(1)).max(1);
+    let unfolder = Unfolder::new(x, g);
     let partial = |t: usize| -> Result<Vec<f32>> {
         let mut dw = alloc::filled(g.weight_len(), 0.0f32)?;
         for i in (t * per)..((t + 1) * per).min(g.n) {
-            accumulate_weight_grad(x, gy, i, g, &mut dw, threads)?;
+            accumulate_weight_grad(&unfolder, gy, i, g, &mut dw, threads)?;
         }
         Ok(dw)
     };
@@ -204,7 +207,7 @@ pub(crate) fn weight_grad(x: &View<'_>, gy: &[f32], g: &Geom) -> Result<Vec<f32>
 /// ([`weight_grad`] lays them out at the end): with a row-major destination the GEMM would
 /// repack the columns transposed, which took more time than the product.
 fn accumulate_weight_grad(
-    x: &View<'_>,
+    unfolder: &Unfolder<'_, '_>,
     gy: &[f32],
     i: usize,
     g: &Geom,
@@ -214,7 +217,7 @@ fn accumulate_weight_grad(
     let (l, ck) = (g.l(), g.c * g.k());
     let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
     with_cols(ck * l, |cols| {
-        im2col(x, i, g, cols);
+        unfolder.write(i, cols);
         let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
         for grp in 0..g.groups {
             let a = MatRef {
@@ -257,8 +260,9 @@ pub(crate) fn channel_sums(gy: &[f32], n: usize, channels: usize, plane: usize) 
 pub(crate) fn unfold_all(x: &View<'_>, g: &Geom) -> Result<Vec<f32>> {
     let size = g.c * g.k() * g.l();
     let mut out = alloc::filled(g.n * size, 0.0f32)?;
+    let unfolder = Unfolder::new(x, g);
     per_image(&mut out, size, g.n, |i, o| {
-        im2col(x, i, g, o);
+        unfolder.write(i, o);
         Ok(())
     })?;
     Ok(out)
@@ -269,8 +273,9 @@ pub(crate) fn unfold_all(x: &View<'_>, g: &Geom) -> Result<Vec<f32>> {
 pub(crate) fn fold_all(cols: &[f32], g: &Geom) -> Result<Vec<f32>> {
     let size = g.c * g.k() * g.l();
     let mut out = alloc::filled(g.n * g.in_len(), 0.0f32)?;
+    let folder = Folder::new(g);
     per_image(&mut out, g.in_len(), g.n, |i, o| {
-        col2im(&cols[i * size..(i + 1) * size], g, o);
+        folder.add(&cols[i * size..(i + 1) * size], o);
         Ok(())
     })?;
     Ok(out)
