@@ -12,7 +12,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use autograd_core::kernel::{self, alloc, lane_sum};
+use autograd_core::kernel::{self, alloc};
 use autograd_core::{differentiable, simd, Captured, Layout, Result, Tensor};
 
 use crate::pooling::plane::each_plane;
@@ -56,12 +56,12 @@ impl Extents {
         }
     }
 
-    /// The statistic plane `p` (`= n C + c`) belongs to.
+    /// The statistic of sample `n`'s channel `c`.
     #[inline]
-    fn stat_of(self, grouping: Grouping, p: usize) -> usize {
+    fn stat_at(self, grouping: Grouping, n: usize, c: usize) -> usize {
         match grouping {
-            Grouping::Channel => p % self.c,
-            Grouping::Group(g) => (p / self.c) * g + (p % self.c) / (self.c / g),
+            Grouping::Channel => c,
+            Grouping::Group(g) => n * g + c / (self.c / g),
         }
     }
 
@@ -82,11 +82,87 @@ impl Extents {
     fn plane(self, p: usize) -> Range<usize> {
         p * self.s..(p + 1) * self.s
     }
+
+    /// The elements of the planes of statistic `k`, as runs.
+    fn runs_of(self, grouping: Grouping, k: usize) -> impl Iterator<Item = Range<usize>> {
+        self.planes_of(grouping, k)
+            .into_iter()
+            .map(move |p| self.plane(p))
+    }
+}
+
+/// Planes below this many elements go to the threads a sample at a time.
+const SHORT_PLANE: usize = 256;
+
+/// `f(n, c, plane n C + c of out)` for every plane of the compact `out` (`[N, C, S]`), on
+/// the kernel threads when `work` is large: a plane a task, or a sample a task when planes
+/// are short (a task per 16-element plane costs more than the plane).
+fn each_channel_plane(
+    out: &mut [f32],
+    ext: Extents,
+    work: usize,
+    f: impl Fn(usize, usize, &mut [f32]) + Sync,
+) {
+    if ext.s == 0 || ext.c == 0 {
+        return;
+    }
+    if ext.s >= SHORT_PLANE {
+        each_plane(out, ext.s, work, |p, o| f(p / ext.c, p % ext.c, o));
+    } else {
+        each_plane(out, ext.c * ext.s, work, |n, o| {
+            for (c, op) in o.chunks_exact_mut(ext.s).enumerate() {
+                f(n, c, op);
+            }
+        });
+    }
+}
+
+/// Elements per f64 flush of [`runs_sum`]: each f32 lane adds at most 32 terms.
+const LANE_BLOCK: usize = 256;
+
+/// `Σ f(a[i], b[i])` over the runs of two buffers taken as one sequence: eight f32 lanes
+/// carried across runs (so that many short planes cost what one long one does), added in f64
+/// every [`LANE_BLOCK`] elements (so long sums keep their precision).
+#[inline(always)]
+fn runs_sum(
+    a: &[f32],
+    b: &[f32],
+    runs: impl Iterator<Item = Range<usize>>,
+    f: impl Fn(f32, f32) -> f32,
+) -> f64 {
+    let (mut total, mut lanes, mut tail, mut pending) = (0.0f64, [0.0f32; 8], 0.0f32, 0usize);
+    for r in runs {
+        for (ab, bb) in a[r.clone()].chunks(LANE_BLOCK).zip(b[r].chunks(LANE_BLOCK)) {
+            let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
+            for (x, y) in (&mut ca).zip(&mut cb) {
+                for l in 0..8 {
+                    lanes[l] += f(x[l], y[l]);
+                }
+            }
+            for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+                tail += f(x, y);
+            }
+            pending += ab.len();
+            if pending >= LANE_BLOCK {
+                total += flush(&mut lanes, &mut tail);
+                pending = 0;
+            }
+        }
+    }
+    total + flush(&mut lanes, &mut tail)
+}
+
+/// The f64 sum of the lanes and the tail of [`runs_sum`], which are reset to zero.
+#[inline(always)]
+fn flush(lanes: &mut [f32; 8], tail: &mut f32) -> f64 {
+    let sum = f64::from(*tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
+    *lanes = [0.0; 8];
+    *tail = 0.0;
+    sum
 }
 
 /// The mean and biased (population) variance of every statistic of `x` (`[N, C, ...]`,
-/// Float32), in two passes over its planes on the kernel threads: f32 lanes within a plane's
-/// blocks, f64 across them (`lane_sum`). The mean is summed relative to the statistic's first
+/// Float32), in two passes over its planes on the kernel threads ([`runs_sum`]). The mean is summed relative to the statistic's first
 /// element, so a constant channel has its exact mean (and variance 0).
 pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result<Vec<(f64, f64)>> {
     kernel::read_logical::<f32, _>(x, |xs| {
@@ -98,45 +174,39 @@ pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result
                 .and_then(|&p| xs[ext.plane(p)].first())
                 .copied()
                 .unwrap_or(0.0);
-            let shifted: f64 = planes
-                .iter()
-                .map(|&p| {
-                    let xp = &xs[ext.plane(p)];
-                    simd!(len = xp.len(); shifted_sum(xp, first))
-                })
-                .sum();
+            let runs = || planes.iter().map(|&p| ext.plane(p));
+            let shifted = simd!(len = count as usize; shifted_sum(&xs, runs(), first));
             let mean = f64::from(first) + shifted / count;
             let mu = mean as f32;
-            let sq: f64 = planes
-                .iter()
-                .map(|&p| {
-                    let xp = &xs[ext.plane(p)];
-                    simd!(len = xp.len(); squares_about(xp, mu))
-                })
-                .sum();
+            let sq = simd!(len = count as usize; squares_about(&xs, runs(), mu));
             (mean, sq / count)
         })
     })
 }
 
-/// `Σ (v - s)` over a plane.
+/// `Σ (v - s)` over the runs of `xs`.
 #[inline(always)]
-fn shifted_sum(xp: &[f32], s: f32) -> f64 {
-    lane_sum(xp, xp, |v, _| v - s)
+fn shifted_sum(xs: &[f32], runs: impl Iterator<Item = Range<usize>>, s: f32) -> f64 {
+    runs_sum(xs, xs, runs, |v, _| v - s)
 }
 
-/// `Σ (v - mu)²` over a plane.
+/// `Σ (v - mu)²` over the runs of `xs`.
 #[inline(always)]
-fn squares_about(xp: &[f32], mu: f32) -> f64 {
-    lane_sum(xp, xp, |v, _| (v - mu) * (v - mu))
+fn squares_about(xs: &[f32], runs: impl Iterator<Item = Range<usize>>, mu: f32) -> f64 {
+    runs_sum(xs, xs, runs, |v, _| (v - mu) * (v - mu))
 }
 
-/// `(Σ g, Σ g xh)` over a plane, `xh = (x - mu) r`.
+/// `(Σ g, Σ g xh)` over the runs of `gs` and `xs`, `xh = (x - mu) r`.
 #[inline(always)]
-fn plane_sums(gp: &[f32], xp: &[f32], mu: f32, r: f32) -> (f64, f64) {
+fn grad_sums(
+    gs: &[f32],
+    xs: &[f32],
+    runs: impl Iterator<Item = Range<usize>> + Clone,
+    (mu, r): (f32, f32),
+) -> (f64, f64) {
     (
-        lane_sum(gp, gp, |g, _| g),
-        lane_sum(gp, xp, |g, x| g * ((x - mu) * r)),
+        runs_sum(gs, gs, runs.clone(), |g, _| g),
+        runs_sum(gs, xs, runs, |g, x| g * ((x - mu) * r)),
     )
 }
 
@@ -181,30 +251,59 @@ pub(crate) fn normalise(
         let want_w = weight.is_some() && needs.input(1);
         let want_b = bias.is_some() && needs.input(2);
         let (dx, sums) = kernel::read_logical_pair::<f32, f32, _>(g, x, |gs, xs| {
-            // (Σ g, Σ g xh) of every plane, in one pass: the batch terms and the parameters'
-            // gradients are both sums of these
-            let per_plane: Vec<(f64, f64)> = if (needs.input(0) && batch) || want_w || want_b {
-                kernel::map_tasks(ext.n * ext.c, |p| {
-                    let k = ext.stat_of(grouping, p);
-                    let (gp, xp) = (&gs[ext.plane(p)], &xs[ext.plane(p)]);
-                    simd!(len = gp.len(); plane_sums(gp, xp, mean[k], rstd[k]))
+            // (Σ g, Σ g xh) per channel (batch norm, whose statistics are channels) or per
+            // plane (group norm, whose weights differ within a statistic): the batch terms
+            // and the parameters' gradients are both sums of these
+            let per_channel = grouping == Grouping::Channel;
+            let units: Vec<(f64, f64)> = if (needs.input(0) && batch) || want_w || want_b {
+                let count = if per_channel { ext.c } else { ext.n * ext.c };
+                kernel::map_tasks(count, |u| {
+                    let (k, runs) = if per_channel {
+                        (u, ext.runs_of(grouping, u).collect::<Vec<_>>())
+                    } else {
+                        (
+                            ext.stat_at(grouping, u / ext.c, u % ext.c),
+                            vec![ext.plane(u)],
+                        )
+                    };
+                    let len = runs.len() * ext.s;
+                    let stat = (mean[k], rstd[k]);
+                    simd!(len = len; grad_sums(&gs, &xs, runs.iter().cloned(), stat))
                 })
             } else {
                 Vec::new()
+            };
+            // the sums over channel c's planes
+            let channel_sums = |c: usize| -> (f64, f64) {
+                if per_channel {
+                    units[c]
+                } else {
+                    (0..ext.n).fold((0.0, 0.0), |(a, b), n| {
+                        let (sg, sgx) = units[n * ext.c + c];
+                        (a + sg, b + sgx)
+                    })
+                }
             };
             let dx = if needs.input(0) {
                 // mean(gh) and mean(gh xh) per statistic, gh = g w
                 let terms: Vec<(f32, f32)> = if batch {
                     (0..ext.stats(grouping))
                         .map(|k| {
-                            let planes = ext.planes_of(grouping, k);
                             let (mut a, mut b) = (0.0f64, 0.0f64);
-                            for &p in &planes {
-                                let wc = f64::from(w[p % ext.c]);
-                                a += wc * per_plane[p].0;
-                                b += wc * per_plane[p].1;
-                            }
-                            let m = (planes.len() * ext.s) as f64;
+                            let planes = if per_channel {
+                                let wc = f64::from(w[k]);
+                                (a, b) = (wc * units[k].0, wc * units[k].1);
+                                ext.n
+                            } else {
+                                let planes = ext.planes_of(grouping, k);
+                                for &p in &planes {
+                                    let wc = f64::from(w[p % ext.c]);
+                                    a += wc * units[p].0;
+                                    b += wc * units[p].1;
+                                }
+                                planes.len()
+                            };
+                            let m = (planes * ext.s) as f64;
                             ((a / m) as f32, (b / m) as f32)
                         })
                         .collect()
@@ -212,11 +311,12 @@ pub(crate) fn normalise(
                     Vec::new()
                 };
                 let layout = Arc::new(Layout::row_major(&x.dims())?);
-                Some(kernel::fresh::<f32>(g, layout, |out| {
-                    each_plane(out, ext.s, 4 * gs.len(), |p, o| {
-                        let k = ext.stat_of(grouping, p);
-                        let (wc, r, mu) = (w[p % ext.c], rstd[k], mean[k]);
-                        let (gp, xp) = (&gs[ext.plane(p)], &xs[ext.plane(p)]);
+                Some(kernel::fresh_overwritten::<f32>(g, layout, |out| {
+                    each_channel_plane(out, ext, 4 * gs.len(), |n, c, o| {
+                        let k = ext.stat_at(grouping, n, c);
+                        let (wc, r, mu) = (w[c], rstd[k], mean[k]);
+                        let span = ext.plane(n * ext.c + c);
+                        let (gp, xp) = (&gs[span.clone()], &xs[span]);
                         if batch {
                             let (a, b) = terms[k];
                             for ((o, &gv), &xv) in o.iter_mut().zip(gp).zip(xp) {
@@ -237,10 +337,8 @@ pub(crate) fn normalise(
             let sums: Vec<(f64, f64)> = if want_w || want_b {
                 (0..ext.c)
                     .map(|c| {
-                        (0..ext.n).fold((0.0, 0.0), |(dw, db), n| {
-                            let (sg, sgx) = per_plane[n * ext.c + c];
-                            (dw + sgx, db + sg)
-                        })
+                        let (sg, sgx) = channel_sums(c);
+                        (sgx, sg)
                     })
                     .collect()
             } else {
@@ -263,13 +361,13 @@ pub(crate) fn normalise(
     let b = values_or(bias, ext.c, 0.0)?;
     let layout = Arc::new(Layout::row_major(&x.dims())?);
     kernel::read_logical::<f32, _>(x, |xs| {
-        kernel::fresh::<f32>(x, layout, |out| {
-            each_plane(out, ext.s, 2 * xs.len(), |p, o| {
-                let (k, c) = (ext.stat_of(grouping, p), p % ext.c);
+        kernel::fresh_overwritten::<f32>(x, layout, |out| {
+            each_channel_plane(out, ext, 2 * xs.len(), |n, c, o| {
+                let k = ext.stat_at(grouping, n, c);
                 // (x - mu) r w + b = x a + (b - mu a)
                 let a = rstd[k] * w[c];
                 let shift = b[c] - mean[k] * a;
-                for (o, &v) in o.iter_mut().zip(&xs[ext.plane(p)]) {
+                for (o, &v) in o.iter_mut().zip(&xs[ext.plane(n * ext.c + c)]) {
                     *o = v * a + shift;
                 }
             });
