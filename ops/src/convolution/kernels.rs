@@ -205,7 +205,9 @@ pub(crate) fn weight_grad(x: &View<'_>, gy: &[f32], g: &Geom) -> Result<Vec<f32>
 
 /// Adds image `i`'s `dY · cols(X)ᵀ` into `dw`, whose group blocks are column-major here
 /// ([`weight_grad`] lays them out at the end): with a row-major destination the GEMM would
-/// repack the columns transposed, which took more time than the product.
+/// repack the columns transposed, which took more time than the product. `dY` goes in
+/// transposed (column-major) too: the GEMM then reads it as it lies instead of packing it
+/// again for every block of `dw`'s columns (W9a's weight gradient: 90 -> 114 GFLOP/s).
 fn accumulate_weight_grad(
     unfolder: &Unfolder<'_, '_>,
     gy: &[f32],
@@ -215,14 +217,21 @@ fn accumulate_weight_grad(
     threads: usize,
 ) -> Result<()> {
     let (l, ck) = (g.l(), g.c * g.k());
+    let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
     let gyi = &gy[i * g.out_len()..(i + 1) * g.out_len()];
-    with_cols(ck * l, |cols| {
+    with_cols(ck * l + cout_g * l, |scratch| {
+        let (cols, gyt) = scratch.split_at_mut(ck * l);
         unfolder.write(i, cols);
-        let (rows_g, cout_g) = (g.cin_g() * g.k(), g.cout_g());
         for grp in 0..g.groups {
+            let block = &gyi[grp * cout_g * l..(grp + 1) * cout_g * l];
+            transpose(block, cout_g, l, gyt);
             let a = MatRef {
-                offset: grp * cout_g * l,
-                ..MatRef::row_major(gyi, cout_g, l)
+                data: &*gyt,
+                offset: 0,
+                rows: cout_g,
+                cols: l,
+                row_stride: 1,
+                col_stride: cout_g,
             };
             let b = MatRef {
                 offset: grp * rows_g * l,
