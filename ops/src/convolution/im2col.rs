@@ -210,10 +210,26 @@ macro_rules! with_run {
 /// once for all images.
 pub(crate) struct Unfolder<'v, 'a> {
     x: &'v View<'a>,
+    windows: Windows,
+}
+
+/// What [`Unfolder`] and [`Folder`] work out once per geometry: each tap's reach, and for
+/// narrow rows the border and each tap's start in it.
+struct Windows {
     g: Geom,
     taps: Vec<Tap>,
-    /// Narrow rows: the border and each tap's start in it.
     border: Option<(Border, Vec<usize>)>,
+}
+
+impl Windows {
+    /// The windows of geometry `g`.
+    fn new(g: &Geom) -> Self {
+        Windows {
+            g: *g,
+            taps: taps(g),
+            border: Border::of(g).map(|b| (b, b.tap_starts(g))),
+        }
+    }
 }
 
 impl<'v, 'a> Unfolder<'v, 'a> {
@@ -221,18 +237,16 @@ impl<'v, 'a> Unfolder<'v, 'a> {
     pub(crate) fn new(x: &'v View<'a>, g: &Geom) -> Self {
         Unfolder {
             x,
-            g: *g,
-            taps: taps(g),
-            border: Border::of(g).map(|b| (b, b.tap_starts(g))),
+            windows: Windows::new(g),
         }
     }
 
     /// Writes image `img`'s columns into `cols` (`c k l` elements, every one written).
     pub(crate) fn write(&self, img: usize, cols: &mut [f32]) {
-        let g = &self.g;
-        let Some((border, starts)) = &self.border else {
+        let Windows { g, taps, border } = &self.windows;
+        let Some((border, starts)) = border else {
             for (r, row) in cols.chunks_exact_mut(g.l()).enumerate() {
-                window_row(self.x, img, r, g, &self.taps, row);
+                window_row(self.x, img, r, g, taps, row);
             }
             return;
         };
@@ -253,7 +267,7 @@ impl<'v, 'a> Unfolder<'v, 'a> {
         (border, starts): (Border, &[usize]),
         run: Run<W>,
     ) {
-        let g = &self.g;
+        let g = &self.windows.g;
         let [sn, sc, sh, sw] = self.x.strides;
         let (k, l, row_step) = (g.k(), g.l(), g.stride[0] * border.wp);
         let line = Run::<0> { len: g.w, step: sw };
@@ -329,29 +343,20 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
 
 /// col2im for one geometry: columns (as [`Unfolder`] lays them out) summed back into dense
 /// `[c, h, w]` images, the adjoint of [`Unfolder::write`], the taps worked out once.
-pub(crate) struct Folder {
-    g: Geom,
-    taps: Vec<Tap>,
-    /// Narrow rows: the border and each tap's start in it.
-    border: Option<(Border, Vec<usize>)>,
-}
+pub(crate) struct Folder(Windows);
 
 impl Folder {
     /// The plan for folding columns of geometry `g`.
     pub(crate) fn new(g: &Geom) -> Self {
-        Folder {
-            g: *g,
-            taps: taps(g),
-            border: Border::of(g).map(|b| (b, b.tap_starts(g))),
-        }
+        Folder(Windows::new(g))
     }
 
     /// Adds image columns `cols` (`c k l` elements) into the dense image `img` (`c h w`).
     pub(crate) fn add(&self, cols: &[f32], img: &mut [f32]) {
-        let g = &self.g;
-        let Some((border, starts)) = &self.border else {
+        let Windows { g, taps, border } = &self.0;
+        let Some((border, starts)) = border else {
             for (r, row) in cols.chunks_exact(g.l()).enumerate() {
-                add_window_row(row, r, g, &self.taps, img);
+                add_window_row(row, r, g, taps, img);
             }
             return;
         };
@@ -372,7 +377,7 @@ impl Folder {
         (border, starts): (Border, &[usize]),
         run: Run<W>,
     ) {
-        let g = &self.g;
+        let g = &self.0.g;
         let (k, l, plane) = (g.k(), g.l(), g.h * g.w);
         if plane == 0 {
             return;
