@@ -37,6 +37,7 @@ mod parallel;
 mod reduce;
 mod row;
 mod row_reduction;
+mod scatter_rows;
 mod team;
 mod tensor_values;
 mod update;
@@ -56,6 +57,7 @@ pub use row::{
     column_sums, map_rows, map_rows_along, per_row, read_row_pair, read_rows, row, write_rows, Rows,
 };
 pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
+pub use scatter_rows::scatter_rows;
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks, park_idle_threads};
 pub(crate) use update::copy_like;
 pub use update::{is_cpu, update};

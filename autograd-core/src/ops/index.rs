@@ -573,17 +573,8 @@ pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
     fn vjp(g: &Tensor, weight: &Tensor, ids: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (v, d) = embedding_dims(weight)?;
         let ids = checked("embedding", &index_values("embedding", ids)?, 0, v)?;
-        let mut dw = crate::storage::allocation::filled(weight.size(), 0.0f64)?;
-        kernel::read_logical(g, |g: &[f32]| {
-            // a row of g at a time into its id's row (`checked` bounds the ids by `v`)
-            for (row, &id) in g.chunks_exact(d.max(1)).zip(&ids) {
-                let into = &mut dw[id * d..(id + 1) * d];
-                into.iter_mut()
-                    .zip(row)
-                    .for_each(|(a, &x)| *a += f64::from(x));
-            }
-        })?;
-        Ok((Some(weight.f32_like(rounded(dw))?), None))
+        let dw = kernel::read_logical(g, |g: &[f32]| kernel::scatter_rows(g, &ids, v, d, None))??;
+        Ok((Some(weight.f32_like(dw)?), None))
     }
     let (v, d) = embedding_dims(weight)?;
     let ids_v = checked("embedding", &index_values("embedding", ids)?, 0, v)?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use autograd_core::kernel::{alloc, update};
+use autograd_core::kernel::{read_logical, scatter_rows, update};
 use autograd_core::ops::embedding;
 use autograd_core::{bail, differentiable, no_grad, DType, Result, Tensor};
 
@@ -44,19 +44,10 @@ pub(crate) fn embedding_padded(
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (num, dim) = (weight.dims()[0], weight.dims()[1]);
         let ids = ids_of(ids, num)?;
-        let g = g.values::<f32>()?;
-        let mut dw = alloc::filled(weight.size(), 0.0f64)?;
-        for (row, &id) in g.chunks_exact(dim.max(1)).zip(&ids) {
-            if id != padding_idx {
-                for (a, &x) in dw[id * dim..(id + 1) * dim].iter_mut().zip(row) {
-                    *a += f64::from(x);
-                }
-            }
-        }
-        Ok((
-            Some(weight.f32_like(dw.into_iter().map(|v| v as f32).collect())?),
-            None,
-        ))
+        let dw = read_logical(g, |g: &[f32]| {
+            scatter_rows(g, &ids, num, dim, Some(padding_idx))
+        })??;
+        Ok((Some(weight.f32_like(dw)?), None))
     }
     embedding(weight, ids)
 }
