@@ -495,6 +495,9 @@ impl Sum {
         match self {
             Sum::Owned(owned) => scatter_add(&mut owned.data, &owned.layout, g),
             Sum::Shared(first) => {
+                if add_in_place(first, g)? {
+                    return Ok(());
+                }
                 let layout = first.kept_layout();
                 let mut data = private_copy(first)?;
                 scatter_add(&mut data, &layout, g)?;
@@ -528,6 +531,33 @@ impl Sum {
             }
         }
     }
+}
+
+/// Adds `g` into `first`'s own storage when nothing else can observe it (the sum's only
+/// handle, untracked, its storage shared with no other tensor and laid out compact row-major
+/// on the CPU), saying whether it did: the second contribution then costs no private copy of
+/// the first (147 MiB for GPT-2's tied token embedding).
+fn add_in_place(first: &mut Tensor, g: &Tensor) -> Result<bool> {
+    let (cosize, compact) = (
+        first.layout().cosize(),
+        first.layout().is_row_major_contiguous(),
+    );
+    let private = compact
+        && first.dtype() == &DType::Float32
+        && g.dtype() == &DType::Float32
+        && first.sole_carrier().is_some_and(|(carrier, offset)| {
+            offset == 0 && carrier.len() == cosize && carrier.as_cpu().is_some()
+        });
+    if !private {
+        return Ok(false);
+    }
+    crate::kernel::read_logical::<f32, _>(g, |gs| {
+        crate::kernel::update::<f32, _>(first, |s| {
+            crate::kernel::update_f32(s, gs, |d, x| *d += x);
+            Ok(())
+        })
+    })??;
+    Ok(true)
 }
 
 /// The storage of `first` (the first contribution to a sum) as a private buffer of its
