@@ -1,13 +1,15 @@
 //! W10 (feature `mpi`, run under `mpirun`): data-parallel scaling of W2's MLP step
 //! (Linear(784, 256) -> ReLU -> Linear(256, 10) -> cross-entropy -> backward -> SGD lr 0.01)
 //! at a fixed global batch of 256, split over the ranks, gradients averaged by `Ddp`. Rank 0
-//! prints the median step, the time `Ddp` takes to average the gradients alone, and MPI's own
-//! `MPI_Allreduce` of the same bytes (the transport's cost, which ours should be close to).
+//! prints the median step, the time `Ddp` takes to average the gradients inside the step and
+//! alone (back to back), and MPI's own `MPI_Allreduce` of the same bytes (the transport's
+//! cost, which ours should be close to).
 //! PyTorch's side is `shared/peers/bench_torch_w10.py` (DistributedDataParallel over gloo).
 //!
 //!     RAYON_NUM_THREADS=1 mpirun -np 2 target/release/examples/bench W10   # and -np 1
 
-use std::time::Duration;
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
 
 use autograd_core::{ensure, shape, Result, Rng, Tensor};
 use autograd_ops::distributed::{Ddp, DdpOptions, World};
@@ -76,6 +78,9 @@ fn steps(world: &World, quick: bool) -> Result<()> {
         },
     )?;
     let (warm, steps) = if quick { (1, 5) } else { (5, 50) };
+    // the averaging inside the step, timed apart: between the steps' compute it costs more
+    // than back to back (the standalone figure below), and the step pays this one
+    let in_step = RefCell::new(Vec::with_capacity(warm + steps));
     let (times, last) = training_times("W10", warm, steps, || {
         let m = ddp.module();
         let loss = cross_entropy(
@@ -83,11 +88,18 @@ fn steps(world: &World, quick: bool) -> Result<()> {
             &y,
             CrossEntropyOptions::default(),
         )?;
-        ddp.backward(&loss)?;
+        // Ddp::backward, in its two parts (a failure on one rank aborts them all, below)
+        loss.backward()?;
+        let start = Instant::now();
+        ddp.sync_grads()?;
+        in_step.borrow_mut().push(start.elapsed());
         opt.step()?;
         opt.zero_grad()?;
         Ok(loss.item()?.to_f64())
     })?;
+    let mut in_step = in_step.into_inner().split_off(warm);
+    in_step.sort();
+    let in_step = in_step.get(in_step.len() / 2).copied().unwrap_or_default();
     // the averaging alone, on gradients of the model's sizes
     let loss = cross_entropy(
         &ddp.module()
@@ -113,8 +125,9 @@ fn steps(world: &World, quick: bool) -> Result<()> {
             "W10",
             &times,
             &format!(
-                ",\"processes\":{ranks},\"global_batch\":{GLOBAL_BATCH},\"local_batch\":{b},\"buckets\":{},\"grad_bytes\":{bytes},\"sync_median_ms\":{:.4},\"sync_gb_per_s\":{:.3},\"mpi_allreduce_median_ms\":{:.4},\"mpi_allreduce_gb_per_s\":{:.3},\"final_loss\":{last:.4},\"torch_peer\":\"W10 ddp-gloo\"",
+                ",\"processes\":{ranks},\"global_batch\":{GLOBAL_BATCH},\"local_batch\":{b},\"buckets\":{},\"grad_bytes\":{bytes},\"sync_in_step_median_ms\":{:.4},\"sync_median_ms\":{:.4},\"sync_gb_per_s\":{:.3},\"mpi_allreduce_median_ms\":{:.4},\"mpi_allreduce_gb_per_s\":{:.3},\"final_loss\":{last:.4},\"torch_peer\":\"W10 ddp-gloo\"",
                 ddp.bucket_count(),
+                ms(in_step),
                 ms(sync),
                 rate(sync),
                 ms(raw),
