@@ -466,7 +466,8 @@ pub(crate) fn laid_out(input: &Tensor, g: Tensor) -> Result<Tensor> {
 
 /// A running sum of gradient contributions to one tensor. The first contribution is kept as it
 /// is (a VJP may hand the same tensor to several inputs); from the second on the sum lives in a
-/// private buffer that later contributions are added into in place.
+/// private buffer that later contributions are added into in place: the first one's own
+/// storage when nothing else can see it ([`add_in_place`]), else a copy.
 pub(crate) enum Sum {
     Shared(Tensor),
     Owned(OwnedSum),

@@ -117,7 +117,8 @@ fn each_channel_plane(
     }
 }
 
-/// Elements per f64 flush of [`runs_sum`]: each f32 lane adds at most 32 terms.
+/// Elements after which [`runs_sum`] flushes its lanes to f64: a lane adds at most 64 terms
+/// (a block of up to 256 can start just below the mark).
 const LANE_BLOCK: usize = 256;
 
 /// `Σ f(a[i], b[i])` over the runs of two buffers taken as one sequence: eight f32 lanes
@@ -162,8 +163,9 @@ fn flush(lanes: &mut [f32; 8], tail: &mut f32) -> f64 {
 }
 
 /// The mean and biased (population) variance of every statistic of `x` (`[N, C, ...]`,
-/// Float32), in two passes over its planes on the kernel threads ([`runs_sum`]). The mean is summed relative to the statistic's first
-/// element, so a constant channel has its exact mean (and variance 0).
+/// Float32), in two passes over its planes on the kernel threads ([`runs_sum`]). The mean is
+/// summed relative to the statistic's first element, so a constant channel has its exact mean
+/// (and variance 0).
 pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result<Vec<(f64, f64)>> {
     kernel::read_logical::<f32, _>(x, |xs| {
         kernel::map_tasks(ext.stats(grouping), |k| {
