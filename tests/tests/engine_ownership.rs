@@ -204,28 +204,35 @@ impl Operation for Kept {
 #[test]
 fn a_tensor_used_twice_sums_in_place_only_into_a_contribution_no_one_else_holds() {
     // x reaches the loss twice: through `kept` (a gradient its node also holds) and through
-    // mul_scalar (a fresh gradient only the sum holds), in both orders
-    for kept_first in [true, false] {
-        let x = t(&[1.0, 2.0, 3.0], &[3]);
-        let held = t(&[10.0, 20.0, 30.0], &[3]);
-        let value = Tensor::from_vec(vals(&x), x.shape().clone()).unwrap();
-        let kept = held.clone();
-        let k = record(value, &[&x], Vec::new(), |saved| Kept { saved, kept });
-        let m = mul_scalar(&x, 2.0).unwrap();
-        let y = if kept_first {
-            autograd_ops::add(&k, &m).unwrap()
-        } else {
-            autograd_ops::add(&m, &k).unwrap()
-        };
+    // mul_scalar (a fresh gradient only the sum holds), in both orders; large enough (2^16
+    // elements) for the sum to take a private first contribution in place, and small
+    for n in [1 << 16, 3] {
+        for kept_first in [true, false] {
+            let x = t(&vec![1.0; n], &[n]);
+            let held = t(&vec![10.0; n], &[n]);
+            let value = Tensor::from_vec(vals(&x), x.shape().clone()).unwrap();
+            let kept = held.clone();
+            let k = record(value, &[&x], Vec::new(), |saved| Kept { saved, kept });
+            let m = mul_scalar(&x, 2.0).unwrap();
+            let y = if kept_first {
+                autograd_ops::add(&k, &m).unwrap()
+            } else {
+                autograd_ops::add(&m, &k).unwrap()
+            };
+            sum(&y).unwrap().backward().unwrap();
+            let what = format!("n {n}, kept_first {kept_first}");
+            assert!(vals(&x.grad().unwrap().unwrap()) == vec![12.0; n], "{what}");
+            assert!(
+                vals(&held) == vec![10.0; n],
+                "{what}: the kept gradient changed"
+            );
+        }
+        // three fresh contributions: the first takes the other two (in place when large)
+        let x = t(&vec![1.0; n], &[n]);
+        let parts = [2.0, 3.0, 4.0].map(|s| mul_scalar(&x, s).unwrap());
+        let y = autograd_ops::add(&autograd_ops::add(&parts[0], &parts[1]).unwrap(), &parts[2])
+            .unwrap();
         sum(&y).unwrap().backward().unwrap();
-        assert_eq!(vals(&x.grad().unwrap().unwrap()), [12.0, 22.0, 32.0]);
-        assert_eq!(vals(&held), [10.0, 20.0, 30.0], "kept_first {kept_first}");
+        assert!(vals(&x.grad().unwrap().unwrap()) == vec![9.0; n], "n {n}");
     }
-    // three fresh contributions: the first takes the other two in place
-    let x = t(&[1.0, 2.0], &[2]);
-    let parts = [2.0, 3.0, 4.0].map(|s| mul_scalar(&x, s).unwrap());
-    let y =
-        autograd_ops::add(&autograd_ops::add(&parts[0], &parts[1]).unwrap(), &parts[2]).unwrap();
-    sum(&y).unwrap().backward().unwrap();
-    assert_eq!(vals(&x.grad().unwrap().unwrap()), [9.0, 9.0]);
 }
