@@ -56,7 +56,7 @@ pub use reduce::{reduce, reduced_dims, sum_f32};
 pub use row::{
     column_sums, map_rows, map_rows_along, per_row, read_row_pair, read_rows, row, write_rows, Rows,
 };
-pub use row_reduction::{lane_sum, log_sum_exp_shifted, row_max, sum_f64};
+pub use row_reduction::{lane_sum, lane_sum_runs, log_sum_exp_shifted, row_max, sum_f64};
 pub use scatter_rows::scatter_rows;
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks, park_idle_threads};
 pub(crate) use update::copy_like;

@@ -53,28 +53,53 @@ pub fn sum_f64<T: Real>(x: &[T]) -> f64 {
 
 /// `Σ f(a[i], b[i])` over two slices of one length: eight f32 lanes within blocks of
 /// `LANE_BLOCK` (256) elements (so it vectorises), the block sums added in f64 (so long rows keep
-/// their precision).
+/// their precision). [`lane_sum_runs`] over the one run of the whole slices.
 #[inline(always)]
 pub fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
-    let mut total = 0.0f64;
-    for (ab, bb) in a.chunks(LANE_BLOCK).zip(b.chunks(LANE_BLOCK)) {
-        let mut lanes = [0.0f32; 8];
-        let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
-        for (x, y) in (&mut ca).zip(&mut cb) {
-            for l in 0..8 {
-                lanes[l] += f(x[l], y[l]);
-            }
-        }
-        let tail: f32 = ca
-            .remainder()
-            .iter()
-            .zip(cb.remainder())
-            .map(|(&x, &y)| f(x, y))
-            .sum();
-        total += f64::from(tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
-    }
-    total
+    lane_sum_runs(a, b, std::iter::once(0..a.len().min(b.len())), f)
 }
 
-/// Elements per block of [`lane_sum`]: each f32 lane adds at most 32 terms.
+/// `Σ f(a[i], b[i])` over the runs (index ranges) of two buffers taken as one sequence: the
+/// eight f32 lanes carried across runs (so that many short runs, the planes of a small image,
+/// cost what one long one does), added in f64 every [`LANE_BLOCK`] elements or so.
+#[inline(always)]
+pub fn lane_sum_runs(
+    a: &[f32],
+    b: &[f32],
+    runs: impl Iterator<Item = std::ops::Range<usize>>,
+    f: impl Fn(f32, f32) -> f32,
+) -> f64 {
+    let (mut total, mut lanes, mut tail, mut pending) = (0.0f64, [0.0f32; 8], 0.0f32, 0usize);
+    for r in runs {
+        for (ab, bb) in a[r.clone()].chunks(LANE_BLOCK).zip(b[r].chunks(LANE_BLOCK)) {
+            let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
+            for (x, y) in (&mut ca).zip(&mut cb) {
+                for l in 0..8 {
+                    lanes[l] += f(x[l], y[l]);
+                }
+            }
+            for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+                tail += f(x, y);
+            }
+            pending += ab.len();
+            if pending >= LANE_BLOCK {
+                total += flush(&mut lanes, &mut tail);
+                pending = 0;
+            }
+        }
+    }
+    total + flush(&mut lanes, &mut tail)
+}
+
+/// The f64 sum of the lanes and the tail of [`lane_sum_runs`], which are reset to zero.
+#[inline(always)]
+fn flush(lanes: &mut [f32; 8], tail: &mut f32) -> f64 {
+    let sum = f64::from(*tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
+    *lanes = [0.0; 8];
+    *tail = 0.0;
+    sum
+}
+
+/// Elements after which [`lane_sum_runs`] flushes its lanes to f64: a lane adds at most 32
+/// terms over one run's blocks, 64 when short runs carry a block past the mark.
 const LANE_BLOCK: usize = 256;

@@ -311,10 +311,7 @@ fn window_row(x: &View<'_>, img: usize, r: usize, g: &Geom, taps: &[Tap], out: &
         let iy = ((oy * g.stride[0]) as isize + tap.off_y).unsigned_abs();
         let first = base + iy * sh + x0 * sw;
         if step == 1 {
-            // short runs (small images) copy faster element by element than through memcpy
-            for (o, &v) in line[lo..hi].iter_mut().zip(&data[first..first + (hi - lo)]) {
-                *o = v;
-            }
+            line[lo..hi].copy_from_slice(&data[first..first + (hi - lo)]);
         } else {
             for (j, o) in line[lo..hi].iter_mut().enumerate() {
                 *o = data[first + j * step];

@@ -12,7 +12,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use autograd_core::kernel::{self, alloc};
+use autograd_core::kernel::{self, alloc, lane_sum_runs};
 use autograd_core::{differentiable, simd, Captured, Layout, Result, Tensor};
 
 use crate::pooling::plane::each_plane;
@@ -117,70 +117,25 @@ fn each_channel_plane(
     }
 }
 
-/// Elements after which [`runs_sum`] flushes its lanes to f64: a lane adds at most 64 terms
-/// (a block of up to 256 can start just below the mark).
-const LANE_BLOCK: usize = 256;
-
-/// `Σ f(a[i], b[i])` over the runs of two buffers taken as one sequence: eight f32 lanes
-/// carried across runs (so that many short planes cost what one long one does), added in f64
-/// every [`LANE_BLOCK`] elements (so long sums keep their precision).
-#[inline(always)]
-fn runs_sum(
-    a: &[f32],
-    b: &[f32],
-    runs: impl Iterator<Item = Range<usize>>,
-    f: impl Fn(f32, f32) -> f32,
-) -> f64 {
-    let (mut total, mut lanes, mut tail, mut pending) = (0.0f64, [0.0f32; 8], 0.0f32, 0usize);
-    for r in runs {
-        for (ab, bb) in a[r.clone()].chunks(LANE_BLOCK).zip(b[r].chunks(LANE_BLOCK)) {
-            let (mut ca, mut cb) = (ab.chunks_exact(8), bb.chunks_exact(8));
-            for (x, y) in (&mut ca).zip(&mut cb) {
-                for l in 0..8 {
-                    lanes[l] += f(x[l], y[l]);
-                }
-            }
-            for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
-                tail += f(x, y);
-            }
-            pending += ab.len();
-            if pending >= LANE_BLOCK {
-                total += flush(&mut lanes, &mut tail);
-                pending = 0;
-            }
-        }
-    }
-    total + flush(&mut lanes, &mut tail)
-}
-
-/// The f64 sum of the lanes and the tail of [`runs_sum`], which are reset to zero.
-#[inline(always)]
-fn flush(lanes: &mut [f32; 8], tail: &mut f32) -> f64 {
-    let sum = f64::from(*tail) + lanes.iter().map(|&l| f64::from(l)).sum::<f64>();
-    *lanes = [0.0; 8];
-    *tail = 0.0;
-    sum
-}
-
 /// The mean and biased (population) variance of every statistic of `x` (`[N, C, ...]`,
-/// Float32), in two passes over its planes on the kernel threads ([`runs_sum`]). The mean is
+/// Float32), in two passes over its planes on the kernel threads ([`lane_sum_runs`]). The mean is
 /// summed relative to the statistic's first element, so a constant channel has its exact mean
 /// (and variance 0).
 pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result<Vec<(f64, f64)>> {
     kernel::read_logical::<f32, _>(x, |xs| {
         kernel::map_tasks(ext.stats(grouping), |k| {
-            let planes = ext.planes_of(grouping, k);
-            let count = (planes.len() * ext.s) as f64;
-            let first = planes
+            let runs: Vec<Range<usize>> = ext.runs_of(grouping, k).collect();
+            let count = (runs.len() * ext.s) as f64;
+            let first = runs
                 .first()
-                .and_then(|&p| xs[ext.plane(p)].first())
+                .and_then(|r| xs[r.clone()].first())
                 .copied()
                 .unwrap_or(0.0);
-            let runs = || planes.iter().map(|&p| ext.plane(p));
-            let shifted = simd!(len = count as usize; shifted_sum(&xs, runs(), first));
+            let shifted =
+                simd!(len = count as usize; shifted_sum(&xs, runs.iter().cloned(), first));
             let mean = f64::from(first) + shifted / count;
             let mu = mean as f32;
-            let sq = simd!(len = count as usize; squares_about(&xs, runs(), mu));
+            let sq = simd!(len = count as usize; squares_about(&xs, runs.iter().cloned(), mu));
             (mean, sq / count)
         })
     })
@@ -189,13 +144,13 @@ pub(crate) fn statistics(x: &Tensor, ext: Extents, grouping: Grouping) -> Result
 /// `Σ (v - s)` over the runs of `xs`.
 #[inline(always)]
 fn shifted_sum(xs: &[f32], runs: impl Iterator<Item = Range<usize>>, s: f32) -> f64 {
-    runs_sum(xs, xs, runs, |v, _| v - s)
+    lane_sum_runs(xs, xs, runs, |v, _| v - s)
 }
 
 /// `Σ (v - mu)²` over the runs of `xs`.
 #[inline(always)]
 fn squares_about(xs: &[f32], runs: impl Iterator<Item = Range<usize>>, mu: f32) -> f64 {
-    runs_sum(xs, xs, runs, |v, _| (v - mu) * (v - mu))
+    lane_sum_runs(xs, xs, runs, |v, _| (v - mu) * (v - mu))
 }
 
 /// `(Σ g, Σ g xh)` over the runs of `gs` and `xs`, `xh = (x - mu) r`.
@@ -207,8 +162,8 @@ fn grad_sums(
     (mu, r): (f32, f32),
 ) -> (f64, f64) {
     (
-        runs_sum(gs, gs, runs.clone(), |g, _| g),
-        runs_sum(gs, xs, runs, |g, x| g * ((x - mu) * r)),
+        lane_sum_runs(gs, gs, runs.clone(), |g, _| g),
+        lane_sum_runs(gs, xs, runs, |g, x| g * ((x - mu) * r)),
     )
 }
 
