@@ -171,7 +171,7 @@ impl Buckets {
             // one bucket overlaps with nothing: the blocking all-reduce, which MPI libraries
             // tune harder than their non-blocking ones
             pack_next(0, send);
-            comm.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+            world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
         } else {
             mpi::request::multiple_scope(plan.len(), |scope, requests| {
                 for (b, (send, recv)) in

@@ -184,8 +184,7 @@ impl World {
             ReduceOp::Sum | ReduceOp::Mean => SystemOperation::sum(),
             ReduceOp::Max => SystemOperation::max(),
         };
-        self.comm()
-            .all_reduce_into(&send[..], &mut recv[..], mpi_op);
+        self.all_reduce_into(&send[..], &mut recv[..], mpi_op);
         if op == ReduceOp::Mean {
             let n = self.size();
             for x in &mut recv {

@@ -5,9 +5,11 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use autograd_core::{Error, Result};
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Threading;
 
 /// This process's place among the processes `mpirun` started: MPI initialised at the
@@ -20,6 +22,8 @@ pub struct World {
     comm: SimpleCommunicator,
     _universe: Universe,
     threading: Threading,
+    /// Whether every rank runs on this machine (they share memory).
+    one_machine: bool,
     /// Keeps `World` on the thread that initialised MPI.
     _funneled: PhantomData<*const ()>,
 }
@@ -30,6 +34,7 @@ impl fmt::Debug for World {
             .field("rank", &self.rank())
             .field("size", &self.size())
             .field("threading", &self.threading)
+            .field("one_machine", &self.one_machine)
             .finish_non_exhaustive()
     }
 }
@@ -52,10 +57,13 @@ impl World {
                     .into(),
             ));
         };
+        let comm = universe.world();
+        let one_machine = comm.split_shared(0).size() == comm.size();
         Ok(World {
-            comm: universe.world(),
+            comm,
             _universe: universe,
             threading,
+            one_machine,
             _funneled: PhantomData,
         })
     }
@@ -91,5 +99,29 @@ impl World {
     /// The world communicator the collectives run on.
     pub(crate) fn comm(&self) -> &SimpleCommunicator {
         &self.comm
+    }
+
+    /// `recv = op(send over ranks)` on every rank, blocking. When every rank is on this
+    /// machine it is a reduce to rank 0 followed by a broadcast: there the library's
+    /// all-reduce (ring or recursive doubling, both ranks copying both ways at once) took
+    /// 0.55 ms for W10's 814 KB between training steps against 0.28 ms for the reduce and
+    /// broadcast, though back to back they cost the same. Across machines, where links carry
+    /// both ways at once, it is the library's `MPI_Allreduce`.
+    pub(crate) fn all_reduce_into<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: SystemOperation,
+    ) {
+        if !self.one_machine || self.size() == 1 {
+            return self.comm.all_reduce_into(send, recv, op);
+        }
+        let root = self.comm.process_at_rank(0);
+        if self.comm.rank() == 0 {
+            root.reduce_into_root(send, recv, op);
+        } else {
+            root.reduce_into(send, op);
+        }
+        root.broadcast_into(recv);
     }
 }
