@@ -57,6 +57,16 @@ pub(crate) fn run(name: &str, quick: bool, child: bool) -> Result<()> {
     Ok(())
 }
 
+/// The matrix-product FLOPs of one token's forward and backward (three times the forward's):
+/// `6 N` for the `N` weights of the linear layers and the tied head, plus `12 L T d` for the
+/// attention scores and context (counted in full, as model-FLOPs utilisation counts them).
+/// A checkpointed step recomputes the blocks' forward on top of this.
+fn model_flops_per_token(c: &Config) -> f64 {
+    let (d, ff, layers) = (c.d_model as f64, c.ff as f64, c.layers as f64);
+    let weights = layers * (4.0 * d * d + 2.0 * d * ff) + d * c.vocab as f64;
+    6.0 * weights + 12.0 * layers * c.context as f64 * d
+}
+
 /// The training step itself: random tokens and targets, the GPT's cross-entropy, backward,
 /// AdamW (lr 3e-4, weight decay 0.1), as `shared/peers/bench_torch_gpt.py` does.
 fn step(name: &str, quick: bool) -> Result<()> {
@@ -94,14 +104,16 @@ fn step(name: &str, quick: bool) -> Result<()> {
     let held = autograd_core::graph_bytes(&model.loss(&ids, &targets, None)?)?;
     let activation_bytes = held.saturating_sub(bytes);
     let median = times[times.len() / 2].as_secs_f64();
+    let tokens = (w.batch * c.context) as f64;
     report(
         name,
         &times,
         &format!(
-            ",\"batch\":{},\"checkpoint\":{},\"parameters\":{parameters},\"tokens_per_s\":{:.1},\"peak_rss_mib\":{:.1},\"parameter_bytes\":{bytes},\"gradient_bytes\":{bytes},\"optimizer_state_bytes\":{},\"activation_bytes\":{activation_bytes},\"final_loss\":{last:.4}",
+            ",\"batch\":{},\"checkpoint\":{},\"parameters\":{parameters},\"tokens_per_s\":{:.1},\"model_gflops\":{:.1},\"peak_rss_mib\":{:.1},\"parameter_bytes\":{bytes},\"gradient_bytes\":{bytes},\"optimizer_state_bytes\":{},\"activation_bytes\":{activation_bytes},\"final_loss\":{last:.4}",
             w.batch,
             c.checkpoint,
-            (w.batch * c.context) as f64 / median,
+            tokens / median,
+            model_flops_per_token(&c) * tokens / median / 1e9,
             peak_rss_mib(),
             2 * bytes
         ),
