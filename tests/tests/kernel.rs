@@ -326,3 +326,67 @@ fn a_kernel_over_an_unallocatable_broadcast_is_an_error() {
     let e = kernel::map(&x, |v: f32| v).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Value);
 }
+
+proptest! {
+    /// `update_reading` hands `f` the target's elements and the source's, both in logical
+    /// order, whatever their layouts, and keeps what `f` leaves as the target's elements.
+    #[test]
+    fn update_reading_pairs_logical_positions_of_any_two_layouts(
+        x in layouts(),
+        transposed in any::<bool>(),
+    ) {
+        // a writable target of x's shape: compact, or a transposed view of fresh storage
+        let dims = x.dims();
+        let n = x.size();
+        let target = if transposed && dims.len() >= 2 {
+            let mut rev = dims.clone();
+            rev.reverse();
+            let perm: Vec<usize> = (0..dims.len()).rev().collect();
+            t(&vec![0.0f32; n], &rev).permute(&perm).unwrap()
+        } else {
+            t(&vec![0.0f32; n], &dims)
+        };
+        let want: Vec<f32> = vals(&x).iter().enumerate().map(|(i, v)| v * 2.0 + i as f32).collect();
+        kernel::update_reading::<f32, f32, _>(&target, &x, |out, e| {
+            let mut src = vec![0.0f32; e.len()];
+            e.copy_range(0, &mut src);
+            for (i, (o, s)) in out.iter_mut().zip(src).enumerate() {
+                *o = s * 2.0 + i as f32;
+            }
+            Ok(())
+        })
+        .unwrap();
+        prop_assert_eq!(vals(&target), want);
+    }
+}
+
+#[test]
+fn update_reading_a_view_of_its_own_target_or_another_carrier_class_reads_the_old_values() {
+    // the source is the target shifted by one, in the same carrier: each element must be read
+    // as it was before the update (and the one carrier is not locked twice)
+    let p = t(&[1.0, 2.0, 3.0, 4.0], &[4]);
+    let (target, source) = (p.narrow(0, 1, 3).unwrap(), p.narrow(0, 0, 3).unwrap());
+    kernel::update_reading::<f32, f32, _>(&target, &source, |out, e| {
+        let mut i = 0;
+        e.for_each_in(0, 3, |v: f32| {
+            out[i] += v;
+            i += 1;
+        });
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(vals(&p), [1.0, 3.0, 5.0, 7.0]);
+    // a source in another carrier class is read through a copy
+    let q = t(&[1.0, 1.0, 1.0, 1.0], &[2, 2]);
+    let g = tc(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    kernel::update_reading::<f32, f32, _>(&q, &g, |out, e| {
+        let mut i = 0;
+        e.for_each_in(0, 4, |v: f32| {
+            out[i] -= v;
+            i += 1;
+        });
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(vals(&q), [0.0, -1.0, -2.0, -3.0]);
+}

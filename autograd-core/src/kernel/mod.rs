@@ -60,4 +60,4 @@ pub use row_reduction::{lane_sum, lane_sum_runs, log_sum_exp_shifted, row_max, s
 pub use scatter_rows::scatter_rows;
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks, park_idle_threads};
 pub(crate) use update::copy_like;
-pub use update::{is_cpu, update};
+pub use update::{is_cpu, update, update_reading};

@@ -2,7 +2,9 @@
 //! still alone holds), where every other kernel writes fresh storage: one exclusive access and
 //! one version bump per write, on any layout and carrier class.
 
+use super::Elements;
 use crate::error::{bail, Result};
+use crate::layout::Layout;
 use crate::storage::allocation::with_capacity;
 use crate::storage::scalar::Element;
 use crate::tensor::Tensor;
@@ -47,37 +49,98 @@ pub fn update<T: Element, R>(t: &Tensor, f: impl FnOnce(&mut [T]) -> Result<R>) 
         t.copy_from(&Tensor::from_vec(values, t.shape().clone())?)?;
         return Ok(r);
     };
-    cpu.with_slice_mut::<T, _>(|data| {
-        let n = layout.size();
-        if n == 0 {
-            return f(&mut []);
+    cpu.with_slice_mut::<T, _>(|data| in_logical_order(data, off, layout, f))
+}
+
+/// [`update`] of `t` with `src`'s elements (as `U`) beside it: `f(t's elements, src's)`. When
+/// both are CPU tensors in different carriers, `src` is borrowed under a read lock while `t` is
+/// written (the two locks taken in one fixed order, as [`read_pair`](super::read_pair) takes
+/// them); otherwise (one carrier, as a parameter and a view of it, or another carrier class)
+/// `src` is read through a compact copy first, so no carrier is locked twice. For an
+/// optimizer's step, whose gradient is as large as its parameter.
+///
+/// `f` runs while `t`'s storage is locked for writing and `src`'s for reading: it must not
+/// reach either through a kernel call.
+pub fn update_reading<T: Element, U: Element, R>(
+    t: &Tensor,
+    src: &Tensor,
+    f: impl FnOnce(&mut [T], Elements<'_, U>) -> Result<R>,
+) -> Result<R> {
+    let (layout, off) = (t.layout(), t.offset());
+    let target = t.carrier()?.as_cpu();
+    let source = if src.subtensor_count() == 1 {
+        src.carrier()?.as_cpu()
+    } else {
+        None
+    };
+    let (Some(target), Some(source)) = (target, source) else {
+        return update_copying(t, src, f);
+    };
+    if target.id() == source.id() {
+        return update_copying(t, src, f);
+    }
+    let (from, src_layout) = (src.offset(), src.layout());
+    let both = |data: &mut [T], read: &[U]| -> Result<R> {
+        let e = Elements::new(read, from, src_layout)?;
+        in_logical_order(data, off, layout, |xs| f(xs, e))
+    };
+    // the lower address first, as every pair of carriers is locked
+    if std::ptr::from_ref(target).cast::<u8>() < std::ptr::from_ref(source).cast::<u8>() {
+        target.with_slice_mut::<T, _>(|data| source.with_slice::<U, _>(|read| both(data, read))?)
+    } else {
+        source.with_slice::<U, _>(|read| target.with_slice_mut::<T, _>(|data| both(data, read)))?
+    }
+}
+
+/// [`update_reading`] through a compact copy of `src`'s values, taken before `t` is locked.
+fn update_copying<T: Element, U: Element, R>(
+    t: &Tensor,
+    src: &Tensor,
+    f: impl FnOnce(&mut [T], Elements<'_, U>) -> Result<R>,
+) -> Result<R> {
+    let values = src.values::<U>()?;
+    let compact = Layout::compact_row_major(src.shape().clone())?;
+    update(t, |xs| f(xs, Elements::new(&values, 0, &compact)?))
+}
+
+/// Runs `f` on the elements of the tensor at `off` with `layout` in `data` as one mutable slice
+/// in logical order: the storage itself when the layout is compact row-major, else a copy
+/// gathered in logical order and scattered back.
+fn in_logical_order<T: Element, R>(
+    data: &mut [T],
+    off: usize,
+    layout: &Layout,
+    f: impl FnOnce(&mut [T]) -> Result<R>,
+) -> Result<R> {
+    let n = layout.size();
+    if n == 0 {
+        return f(&mut []);
+    }
+    let Some(storage) = off
+        .checked_add(layout.cosize())
+        .and_then(|end| data.get_mut(off..end))
+    else {
+        bail!(
+            Runtime,
+            "layout {layout} at offset {off} does not fit its carrier of {} elements",
+            data.len()
+        );
+    };
+    if layout.is_row_major_contiguous() {
+        // storage order is logical order: the slice itself
+        return f(&mut storage[..n]);
+    }
+    // a strided tensor: gather in logical order, update, scatter back
+    let mut values = with_capacity(n)?;
+    layout.for_each_offset(|o| values.push(storage[o]));
+    let r = f(&mut values)?;
+    let mut it = values.into_iter();
+    layout.for_each_offset(|o| {
+        if let Some(v) = it.next() {
+            storage[o] = v;
         }
-        let Some(storage) = off
-            .checked_add(layout.cosize())
-            .and_then(|end| data.get_mut(off..end))
-        else {
-            bail!(
-                Runtime,
-                "layout {layout} at offset {off} does not fit its carrier of {} elements",
-                data.len()
-            );
-        };
-        if layout.is_row_major_contiguous() {
-            // storage order is logical order: the slice itself
-            return f(&mut storage[..n]);
-        }
-        // a strided tensor: gather in logical order, update, scatter back
-        let mut values = with_capacity(n)?;
-        layout.for_each_offset(|o| values.push(storage[o]));
-        let r = f(&mut values)?;
-        let mut it = values.into_iter();
-        layout.for_each_offset(|o| {
-            if let Some(v) = it.next() {
-                storage[o] = v;
-            }
-        });
-        Ok(r)
-    })
+    });
+    Ok(r)
 }
 
 /// Copies `src` into `dst`, a view of a buffer no one else holds, run by run when both are

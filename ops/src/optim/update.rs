@@ -60,9 +60,10 @@ impl<'a, const K: usize> Slots<'a, K> {
 
 /// Updates `param` in place: `f(element, gradient element, state elements)` for every element
 /// in logical order, where `state` holds `K` buffers of the parameter's size in logical order.
-/// `grad` (already checked: Float32, the parameter's extents) is first copied into `scratch`, so
-/// no lock on it is held while the parameter's storage is locked for writing (they may share a
-/// carrier). Runs with graph construction disabled; bumps the parameter's version once.
+/// `grad` (already checked: Float32, the parameter's extents) is read where it lies when its
+/// storage order is logical order, else gathered into `scratch` ([`kernel::update_reading`]
+/// copies it first when it shares the parameter's carrier). Runs with graph construction
+/// disabled; bumps the parameter's version once.
 pub(crate) fn update<const K: usize, F>(
     param: &Tensor,
     grad: &Tensor,
@@ -74,20 +75,16 @@ where
     F: Fn(&mut f32, f32, [&mut f32; K]) + Sync,
 {
     let _no_grad = no_grad();
-    let n = param.size();
-    debug_assert!(state.iter().all(|s| s.len() == n));
-    scratch.clear();
-    kernel::read::<f32, _>(grad, |e| -> Result<()> {
-        if let Some(s) = e.as_slice() {
-            scratch.extend_from_slice(s);
+    debug_assert!(state.iter().all(|s| s.len() == param.size()));
+    kernel::update_reading::<f32, f32, _>(param, grad, |values, e| {
+        let grad: &[f32] = if let Some(g) = e.as_slice() {
+            g
         } else {
-            alloc::resize(scratch, n, 0.0)?;
+            scratch.clear();
+            alloc::resize(scratch, e.len(), 0.0)?;
             e.copy_range(0, scratch);
-        }
-        Ok(())
-    })??;
-    let grad: &[f32] = scratch;
-    kernel::update::<f32, _>(param, |values| {
+            scratch
+        };
         Slots {
             param: values,
             grad,
