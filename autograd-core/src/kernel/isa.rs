@@ -105,11 +105,12 @@ pub unsafe fn avx2<R>(run: impl FnOnce() -> R) -> R {
 /// vector prologue.
 ///
 /// The item form `simd!(fn name(arg: Type, ..) -> R => kernel)` defines `fn name` that runs
-/// `kernel::<Fused>(args..)` from a copy compiled with AVX2 and FMA when the CPU has them, else
-/// `kernel::<Split>(args..)` (see [`Madd`]). It is for register-tiled kernels too large to pass
-/// through a closure (the attention heads): the wide copy is a function of its own, into which
-/// `kernel`, `#[inline(always)]`, and everything it calls is inlined. It stops at AVX2, the
-/// width those kernels' tiles are laid out for.
+/// `kernel::<Fused>(args..)` from a copy compiled with AVX-512F (or else AVX2) and FMA when the
+/// CPU has them, else `kernel::<Split>(args..)` (see [`Madd`]). It is for register-tiled
+/// kernels too large to pass through a closure (the attention heads): each vector copy is a
+/// function of its own, into which `kernel`, `#[inline(always)]`, and everything it calls is
+/// inlined. A tile row of 16 lanes is two AVX2 registers or one AVX-512 register; the wider
+/// copy issues half the loads and multiply-adds (W8's attention: 7% less time).
 ///
 /// ```
 /// use autograd_core::kernel::Madd;
@@ -127,6 +128,16 @@ macro_rules! simd {
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx2,fma,avx512f")]
+                unsafe fn widest($($arg: $ty),*) $(-> $ret)? {
+                    $kernel::<$crate::kernel::Fused>($($arg),*)
+                }
+                if $crate::kernel::isa::widest() {
+                    // SAFETY: `widest` is plain safe code compiled for AVX-512F, AVX2 and FMA;
+                    // the only requirement is that the running CPU has all three, checked just
+                    // above.
+                    return unsafe { widest($($arg),*) };
+                }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn wide($($arg: $ty),*) $(-> $ret)? {
                     $kernel::<$crate::kernel::Fused>($($arg),*)

@@ -35,6 +35,7 @@ pub(super) fn scores<M: Madd>(
     s: &mut [f32; BLOCK * BLOCK],
 ) {
     // four rows by HALF columns per register tile: eight independent accumulator vectors
+    // with AVX2, four with AVX-512
     for r in (0..BLOCK).step_by(ROWS) {
         let Some(a) = a.get(r * d..(r + ROWS) * d) else {
             return;
