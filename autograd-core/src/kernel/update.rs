@@ -61,6 +61,20 @@ pub fn update<T: Element, R>(t: &Tensor, f: impl FnOnce(&mut [T]) -> Result<R>) 
 ///
 /// `f` runs while `t`'s storage is locked for writing and `src`'s for reading: it must not
 /// reach either through a kernel call.
+///
+/// ```
+/// use autograd_core::{kernel, shape, Tensor};
+/// let p = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], shape![3]).unwrap();
+/// let g = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], shape![3]).unwrap();
+/// // p -= 0.1 g, reading g where it lies
+/// kernel::update_reading::<f32, f32, _>(&p, &g, |xs, e| {
+///     let g = e.as_slice().unwrap_or_default();
+///     xs.iter_mut().zip(g).for_each(|(x, g)| *x -= 0.1 * g);
+///     Ok(())
+/// })
+/// .unwrap();
+/// assert_eq!(p.values::<f32>().unwrap(), [0.0, 0.0, 0.0]);
+/// ```
 pub fn update_reading<T: Element, U: Element, R>(
     t: &Tensor,
     src: &Tensor,
