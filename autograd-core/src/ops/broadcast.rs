@@ -113,6 +113,18 @@ pub(crate) fn sum_to_batched(g: &Tensor, a: &Tensor, k: usize) -> Result<Tensor>
     sum_back(g, a, Some(k))
 }
 
+/// `acc[j] += row[j]` in double precision for every row of `xs` (rows of `acc.len()`), row
+/// after row: `#[inline(always)]` so that `simd!` widens the conversions and additions.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn add_rows_into(acc: &mut [f64], xs: &[f32]) {
+    for row in xs.chunks_exact(acc.len()) {
+        acc.iter_mut()
+            .zip(row)
+            .for_each(|(s, &v)| *s += f64::from(v));
+    }
+}
+
 fn sum_back(g: &Tensor, a: &Tensor, batch: Option<usize>) -> Result<Tensor> {
     let dims = g.dims();
     let own = a.dims();
@@ -137,11 +149,7 @@ fn sum_back(g: &Tensor, a: &Tensor, batch: Option<usize>) -> Result<Tensor> {
             // (unallocatable sums take the general path below, which reports the error)
             let mut acc = crate::storage::allocation::filled(m, 0.0f64).ok()?;
             if m > 0 {
-                for row in xs.chunks_exact(m) {
-                    acc.iter_mut()
-                        .zip(row)
-                        .for_each(|(s, &v)| *s += f64::from(v));
-                }
+                crate::simd!(len = xs.len(); add_rows_into(&mut acc, xs));
             }
             Some(acc)
         })?;
