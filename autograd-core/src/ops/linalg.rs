@@ -319,7 +319,7 @@ fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
     let add = |row: &mut [f32]| row.iter_mut().zip(&bias).for_each(|(o, &c)| *o += c);
     if kernel::is_cpu(y) && !bias.is_empty() {
         kernel::update::<f32, _>(y, |s| {
-            s.chunks_mut(bias.len()).for_each(add);
+            crate::simd!(len = s.len(); add_to_rows(s, &bias));
             Ok(())
         })?;
         return Ok(y.clone());
@@ -328,6 +328,16 @@ fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
         out.copy_from_slice(row);
         add(out);
     })
+}
+
+/// `row += bias` for every row of `rows` (rows of `bias.len()`), `#[inline(always)]` so that
+/// `simd!` widens it.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn add_to_rows(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(o, &c)| *o += c);
+    }
 }
 
 impl Tensor {
