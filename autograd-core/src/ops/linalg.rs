@@ -316,7 +316,6 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 /// one else holds it): added in place on the CPU, so the bias costs no second buffer.
 fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
     let bias = b.values::<f32>()?;
-    let add = |row: &mut [f32]| row.iter_mut().zip(&bias).for_each(|(o, &c)| *o += c);
     if kernel::is_cpu(y) && !bias.is_empty() {
         kernel::update::<f32, _>(y, |s| {
             crate::simd!(len = s.len(); add_to_rows(s, &bias));
@@ -326,15 +325,18 @@ fn add_rows(y: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     kernel::map_rows(y, |row: &[f32], out: &mut [f32]| {
         out.copy_from_slice(row);
-        add(out);
+        add_to_rows(out, &bias);
     })
 }
 
-/// `row += bias` for every row of `rows` (rows of `bias.len()`), `#[inline(always)]` so that
-/// `simd!` widens it.
+/// `row += bias` for every row of `rows` (rows of `bias.len()`; nothing when it is empty),
+/// `#[inline(always)]` so that `simd!` widens it.
 #[allow(clippy::inline_always)]
 #[inline(always)]
 fn add_to_rows(rows: &mut [f32], bias: &[f32]) {
+    if bias.is_empty() {
+        return;
+    }
     for row in rows.chunks_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(o, &c)| *o += c);
     }
