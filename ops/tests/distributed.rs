@@ -1,5 +1,6 @@
 //! Data-parallel training on MPI, run under `mpirun -np N` (N = 1, 2, 3): one process per
-//! rank, one MPI initialisation, every check in turn (`ok NAME` on rank 0 per check). A failed
+//! rank, one MPI initialisation, every check in turn, once with sums through the ranks' shared
+//! memory and once through MPI's all-reduces (`ok NAME` on rank 0 per check and mode). A failed
 //! check prints why and exits non-zero, which makes `mpirun` end the whole job; its time is
 //! bounded by the `timeout` that `scripts/mpi-tests` runs it under.
 //!
@@ -740,6 +741,61 @@ fn jumped_generators_differ_by_rank(world: &World) -> Check {
     Ok(())
 }
 
+/// A sum larger than a shared-memory slot (at most 8 MiB on 2 ranks) goes through in pieces,
+/// each element summed exactly once; Float64 and Int64 the same way.
+fn sums_larger_than_a_slot_arrive_whole(world: &World) -> Check {
+    let n = 3_000_001; // 12 MB of Float32, not a multiple of any piece or share
+    let rank = world.rank();
+    let value = |i: usize, r: usize| ((i * 7 + r * 13) % 1024) as f32;
+    let t = tri!(Tensor::from_vec(
+        (0..n).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        shape![n]
+    ));
+    let got = tri!(tri!(world.all_reduce(&t, ReduceOp::Sum)).to_vec::<f32>());
+    let wrong = (0..n).find(|&i| got[i] != (0..world.size()).map(|r| value(i, r)).sum::<f32>());
+    check!(wrong.is_none(), "element {wrong:?} of a 12 MB sum is wrong");
+    let m = 1_500_007;
+    let wide = tri!(Tensor::from_vec(
+        (0..m)
+            .map(|i| f64::from(value(i, rank)) + 0.25)
+            .collect::<Vec<f64>>(),
+        shape![m]
+    ));
+    let got = tri!(tri!(world.all_reduce(&wide, ReduceOp::Mean)).to_vec::<f64>());
+    let size = world.size() as f64;
+    let wrong = (0..m).find(|&i| {
+        let sum: f64 = (0..world.size())
+            .map(|r| f64::from(value(i, r)) + 0.25)
+            .sum();
+        got[i] != sum / size
+    });
+    check!(
+        wrong.is_none(),
+        "element {wrong:?} of a 12 MB Float64 mean is wrong"
+    );
+    Ok(())
+}
+
+/// Ranks that ask for different shared-memory settings all get `Error::Value`, and keep theirs.
+fn the_shared_memory_setting_must_agree(world: &World) -> Check {
+    if world.size() < 2 {
+        return Ok(());
+    }
+    let before = tri!(Tensor::from_vec(vec![1.0f32; 4], shape![4]));
+    let r = world.use_shared_memory(world.rank() != 1);
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Value && e.to_string().contains("ranks 1 disagree")),
+        "different settings gave {r:?}"
+    );
+    // still in step: a sum works
+    let got = tri!(tri!(world.all_reduce(&before, ReduceOp::Sum)).to_vec::<f32>());
+    check!(
+        got == vec![world.size() as f32; 4],
+        "a sum after the refused setting: {got:?}"
+    );
+    Ok(())
+}
+
 fn the_world_is_initialised_once(_: &World) -> Check {
     let again = World::init();
     check!(
@@ -751,7 +807,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 13] = [
+const CHECKS: [Named; 15] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -804,6 +860,14 @@ const CHECKS: [Named; 13] = [
         "a_failed_backward_fails_on_every_rank",
         a_failed_backward_fails_on_every_rank,
     ),
+    (
+        "sums_larger_than_a_slot_arrive_whole",
+        sums_larger_than_a_slot_arrive_whole,
+    ),
+    (
+        "the_shared_memory_setting_must_agree",
+        the_shared_memory_setting_must_agree,
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -814,18 +878,31 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    for (name, run) in CHECKS {
-        if let Err(why) = run(&world) {
-            eprintln!(
-                "FAILED {name} on rank {} of {}: {why}",
-                world.rank(),
-                world.size()
-            );
-            // ends the job: mpirun stops the other ranks when one exits without finalising
-            std::process::exit(1);
-        }
-        if world.rank() == 0 {
-            println!("ok {name} ({} ranks)", world.size());
+    // every check twice: sums through the ranks' shared memory (the default on one machine),
+    // then through the MPI library's all-reduces, as across machines
+    for shared in [true, false] {
+        let mode = if shared {
+            "shared memory"
+        } else {
+            "MPI messages"
+        };
+        for (name, run) in CHECKS {
+            let outcome = world
+                .use_shared_memory(shared)
+                .map_err(|e| e.to_string())
+                .and_then(|()| run(&world));
+            if let Err(why) = outcome {
+                eprintln!(
+                    "FAILED {name} ({mode}) on rank {} of {}: {why}",
+                    world.rank(),
+                    world.size()
+                );
+                // ends the job: mpirun stops the other ranks when one exits without finalising
+                std::process::exit(1);
+            }
+            if world.rank() == 0 {
+                println!("ok {name} ({} ranks, {mode})", world.size());
+            }
         }
     }
     ExitCode::SUCCESS

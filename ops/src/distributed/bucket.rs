@@ -1,24 +1,28 @@
-//! Gradient averaging in buckets, as PyTorch's DDP does it: the gradients, last parameter
-//! first (backward produces them in about that order), are packed into flat `f32` buffers of
-//! about `bucket_bytes` each; each bucket's non-blocking all-reduce (`MPI_Iallreduce`) starts
-//! as soon as it is packed, so later buckets are packed while earlier ones travel. They are
-//! unpacked once all have arrived, so that a failure any bucket reports stops every write. A
-//! single bucket has nothing to overlap with and takes the blocking `MPI_Allreduce`, which MPI
-//! libraries tune harder.
+//! Gradient averaging. On one machine the gradients go through the ranks' shared memory
+//! ([`SharedSlots`]) as one stream, last parameter first, each rank packing its values straight
+//! into its slot and the sums written straight from the slots into the gradients. Across
+//! machines they go as PyTorch's DDP sends them: packed into flat `f32` buffers of about
+//! `bucket_bytes` each, whose non-blocking all-reduces (`MPI_Iallreduce`) start as soon as each
+//! is packed, so later buckets are packed while earlier ones travel; they are unpacked once all
+//! have arrived, so that a failure any bucket reports stops every write. A single bucket has
+//! nothing to overlap with and takes the blocking `MPI_Allreduce`, which MPI libraries tune
+//! harder.
 //!
-//! A bucket's buffer holds its gradients' values in logical order, then one presence flag per
-//! gradient (1 where this rank has one), then one failure flag (1 when this rank's backward
-//! failed or a gradient could not be read). After the sum every rank knows which gradients
-//! some rank had (a missing one counts as zeros, as in PyTorch) and whether any rank failed,
-//! so every rank takes the same decision.
-//! The buffers are kept from step to step ([`Buckets`]).
+//! Either way the ranks first learn, summed with the values or before them, which gradients
+//! some rank has (a missing one counts as zeros, as in PyTorch) and whether any rank failed, so
+//! every rank takes the same decision: a bucket's buffer holds its values, then one presence
+//! flag per gradient, then one failure flag; the shared-memory stream is preceded by a sum of
+//! the failure flag and every presence flag. The buffers are kept from step to step
+//! ([`Buckets`]).
 
-use std::ops::Range;
+use std::cell::RefCell;
+use std::ops::{ControlFlow, Range};
 
 use autograd_core::{bail, kernel, Error, Result, Tensor};
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 
+use super::shared_slots::SharedSlots;
 use super::World;
 
 /// Which gradients go into which bucket, the same on every rank (it depends on the sizes and
@@ -114,15 +118,16 @@ impl Buckets {
         self.plan.len()
     }
 
-    /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks,
-    /// a bucket at a time, then calls `write(i, sum)` for each gradient that some rank had
-    /// (`sum` over ranks in logical order; a rank without one counted zeros); a gradient no
-    /// rank had is skipped. `failed` is this rank's failure before averaging; a gradient that
-    /// cannot be read while packing is one too. When any rank failed, no `write` runs on any
-    /// rank (the flags of every bucket are summed before the first write) and every rank gets
-    /// an error: its own, or one saying how many ranks failed. A `write` that fails on some
-    /// rank is an error on every rank (and leaves that rank's gradients partly written). No
-    /// failure keeps a rank out of a collective, so none makes the others wait forever.
+    /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks
+    /// and calls `write(i, at, sums)` with the sums of elements `at..at + sums.len()` of each
+    /// gradient that some rank had (in logical order, a rank without one counted zeros; a
+    /// gradient's parts arrive in order); a gradient no rank had is skipped. `failed` is this
+    /// rank's failure before averaging; a gradient that cannot be read is one too. When any
+    /// rank failed before averaging, no `write` runs on any rank and every rank gets an error:
+    /// its own, or one saying how many ranks failed. A `write` that fails on some rank (or, on
+    /// one machine, a gradient that cannot be read once the stream has started) is an error on
+    /// every rank, and leaves gradients partly written. No failure keeps a rank out of a
+    /// collective, so none makes the others wait forever.
     ///
     /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
     /// not match the plan's sizes are this rank's failure (a bug).
@@ -131,7 +136,7 @@ impl Buckets {
         world: &World,
         grads: &[Option<Tensor>],
         failed: Option<Error>,
-        write: impl FnMut(usize, &[f32]) -> Result<()>,
+        write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
         let mut failed = failed;
@@ -150,6 +155,26 @@ impl Buckets {
                 plan.sizes
             )));
         }
+        let bytes = plan.sizes.iter().sum::<usize>() * std::mem::size_of::<f32>();
+        let outcome = match world.shared_slots(bytes) {
+            Some(slots) => stream(&slots, world.size(), plan, grads, failed, write),
+            None => self.in_buckets(world, grads, failed, write),
+        };
+        // a failed write is this rank's alone: make it every rank's (always a collective, so
+        // a plan without buckets still reports a failed backward everywhere)
+        super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
+    }
+
+    /// [`Buckets::all_reduce`] in the library's all-reduces, a bucket at a time.
+    fn in_buckets(
+        &mut self,
+        world: &World,
+        grads: &[Option<Tensor>],
+        failed: Option<Error>,
+        write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let plan = &self.plan;
+        let mut failed = failed;
         if self.sends.len() != plan.len() {
             self.sends = (0..plan.len())
                 .map(|b| vec![0.0; plan.buffer_len(b)])
@@ -195,31 +220,147 @@ impl Buckets {
             .iter()
             .map(|r| r.last().copied().unwrap_or(0.0))
             .fold(0.0f32, f32::max);
-        let n = world.size();
-        let outcome = match failed {
+        match failed {
             Some(e) => Err(e),
-            None if failures > 0.0 => Err(Error::Runtime(format!(
-                "{failures} of the {n} ranks failed before their gradients could be averaged; the gradients are this rank's own"
-            ))),
+            None if failures > 0.0 => Err(ranks_failed(failures, world.size())),
             None => self.write_sums(write),
-        };
-        // a failed write is this rank's alone: make it every rank's (always a collective, so
-        // a plan without buckets still reports a failed backward everywhere)
-        super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
+        }
     }
 
-    /// Calls `write(i, sum)` for every gradient some rank had, from the received buckets,
+    /// Calls `write(i, 0, sum)` for every gradient some rank had, from the received buckets,
     /// stopping at the first error.
-    fn write_sums(&self, mut write: impl FnMut(usize, &[f32]) -> Result<()>) -> Result<()> {
+    fn write_sums(&self, mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>) -> Result<()> {
         for (b, summed) in self.recvs.iter().enumerate() {
             let flags = summed.len() - self.plan.buckets[b].len() - 1;
             for (k, (i, span)) in self.plan.spans(b).enumerate() {
                 if summed[flags + k] > 0.0 {
-                    write(i, &summed[span])?;
+                    write(i, 0, &summed[span])?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// The error of a rank that did not fail itself when `failures` ranks of `n` did.
+fn ranks_failed(failures: f32, n: usize) -> Error {
+    Error::Runtime(format!(
+        "{failures} of the {n} ranks failed before their gradients could be averaged; the gradients are this rank's own"
+    ))
+}
+
+/// [`Buckets::all_reduce`] through the shared memory of one machine: first the failure flag and
+/// a presence flag per gradient, then the values of every gradient some rank has, last
+/// gradient first, as one stream packed straight into the slots and written straight from
+/// them.
+fn stream(
+    slots: &SharedSlots,
+    ranks: usize,
+    plan: &Plan,
+    grads: &[Option<Tensor>],
+    failed: Option<Error>,
+    mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
+) -> Result<()> {
+    let head: Vec<f32> = std::iter::once(failed.is_some())
+        .chain(grads.iter().map(Option::is_some))
+        .map(|b| f32::from(u8::from(b)))
+        .collect();
+    let mut summed = vec![0.0f32; head.len()];
+    slots.all_reduce_sum(&head, &mut summed);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if summed[0] > 0.0 {
+        return Err(ranks_failed(summed[0], ranks));
+    }
+    let order: Vec<usize> = (0..plan.sizes.len())
+        .rev()
+        .filter(|&i| summed[1 + i] > 0.0)
+        .collect();
+    let spans = Spans::new(&order, &plan.sizes);
+    // a gradient that cannot be read sends zeros, and fails every rank once the stream is done
+    let unread = RefCell::new(None);
+    let mut outcome = Ok(());
+    slots.sum(
+        spans.len(),
+        |range, dst: &mut [f32]| {
+            for (i, from, to) in spans.within(range.clone()) {
+                let dst = &mut dst[to.start - range.start..to.end - range.start];
+                let read = grads[i].as_ref().map(|g| {
+                    kernel::read_logical::<f32, _>(g, |xs| {
+                        dst.copy_from_slice(&xs[from..from + dst.len()]);
+                    })
+                });
+                match read {
+                    Some(Ok(())) => {}
+                    None => dst.fill(0.0),
+                    Some(Err(e)) => {
+                        dst.fill(0.0);
+                        unread.borrow_mut().get_or_insert(e);
+                    }
+                }
+            }
+        },
+        |at, sums| {
+            for (i, from, to) in spans.within(at..at + sums.len()) {
+                if outcome.is_ok() && unread.borrow().is_none() {
+                    outcome = write(i, from, &sums[to.start - at..to.end - at]);
+                }
+            }
+            ControlFlow::Continue(())
+        },
+    );
+    match unread.into_inner() {
+        Some(e) => Err(e),
+        None => outcome,
+    }
+}
+
+/// Where gradients lie in a stream of them, one after the other.
+struct Spans<'a> {
+    order: &'a [usize],
+    sizes: &'a [usize],
+    /// Where each gradient of `order` starts, and the end of the last.
+    starts: Vec<usize>,
+}
+
+impl<'a> Spans<'a> {
+    fn new(order: &'a [usize], sizes: &'a [usize]) -> Spans<'a> {
+        let starts = std::iter::once(0)
+            .chain(order.iter().scan(0, |at, &i| {
+                *at += sizes[i];
+                Some(*at)
+            }))
+            .collect();
+        Spans {
+            order,
+            sizes,
+            starts,
+        }
+    }
+
+    /// The stream's length.
+    fn len(&self) -> usize {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// The gradients the stream's `range` covers, each as `(i, from, to)`: gradient `i`'s
+    /// elements from `from` lie at `to` in the stream.
+    fn within(
+        &self,
+        range: Range<usize>,
+    ) -> impl Iterator<Item = (usize, usize, Range<usize>)> + '_ {
+        // the first gradient that ends after range.start
+        let first = self.starts[1..].partition_point(|&end| end <= range.start);
+        self.order[first..]
+            .iter()
+            .zip(&self.starts[first..])
+            .take_while(move |&(_, &start)| start < range.end)
+            .map(move |(&i, &start)| {
+                let to = range.start.max(start)..range.end.min(start + self.sizes[i]);
+                (i, to.start - start, to)
+            })
+            .filter(|(_, _, to)| !to.is_empty())
     }
 }
 
@@ -241,7 +382,27 @@ fn pack(plan: &Plan, b: usize, grads: &[Option<Tensor>], buf: &mut [f32]) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::Plan;
+    use super::{Plan, Spans};
+
+    #[test]
+    fn spans_cut_a_stream_range_into_gradient_parts() {
+        // gradients 3 (4 elements), 1 (2) and 0 (3), in that order: 0..4, 4..6, 6..9
+        let sizes = [3, 2, 7, 4];
+        let order = [3, 1, 0];
+        let spans = Spans::new(&order, &sizes);
+        assert_eq!(spans.len(), 9);
+        let cut = |r: std::ops::Range<usize>| spans.within(r).collect::<Vec<_>>();
+        assert_eq!(cut(0..9), [(3, 0, 0..4), (1, 0, 4..6), (0, 0, 6..9)]);
+        assert_eq!(cut(3..5), [(3, 3, 3..4), (1, 0, 4..5)]);
+        assert_eq!(cut(4..6), [(1, 0, 4..6)]);
+        assert_eq!(cut(5..8), [(1, 1, 5..6), (0, 0, 6..8)]);
+        assert_eq!(cut(8..9), [(0, 2, 8..9)]);
+        assert!(cut(9..9).is_empty());
+        assert!(cut(2..2).is_empty());
+        let none = Spans::new(&[], &sizes);
+        assert_eq!(none.len(), 0);
+        assert!(none.within(0..0).next().is_none());
+    }
 
     #[test]
     fn buckets_fill_from_the_last_gradient() {

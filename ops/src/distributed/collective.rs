@@ -24,7 +24,7 @@ pub enum ReduceOp {
 }
 
 /// An element type that travels as itself in MPI messages.
-trait Wire: Element + Equivalence {
+trait Wire: Element + Equivalence + std::ops::Add<Output = Self> {
     /// `sum / n` (integers truncate; [`World::all_reduce`] refuses their mean first).
     fn mean(sum: Self, n: usize) -> Self;
 }
@@ -180,11 +180,10 @@ impl World {
     fn all_reduce_as<T: Wire>(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
         let send = read::<T>(self, t, "all_reduce")?;
         let mut recv = vec![T::default(); send.len()];
-        let mpi_op = match op {
-            ReduceOp::Sum | ReduceOp::Mean => SystemOperation::sum(),
-            ReduceOp::Max => SystemOperation::max(),
-        };
-        self.all_reduce_into(&send[..], &mut recv[..], mpi_op);
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => self.all_reduce_sum_into(&send[..], &mut recv[..]),
+            ReduceOp::Max => self.all_reduce_into(&send[..], &mut recv[..], SystemOperation::max()),
+        }
         if op == ReduceOp::Mean {
             let n = self.size();
             for x in &mut recv {

@@ -177,14 +177,16 @@ impl<'w, M: Module> Ddp<'w, M> {
                 })
             })
             .collect();
-        let n = self.world.size() as f32;
+        if self.world.size() == 1 {
+            // the mean over one rank is its own gradient
+            return failed.map_or(Ok(()), Err);
+        }
         let mut buckets = self.buckets.try_borrow_mut().map_err(|_| {
             Error::Runtime("a Ddp averaged its gradients while already averaging them".into())
         })?;
-        buckets.all_reduce(self.world, &grads, failed, |i, sum| {
-            write_mean(&self.params[i], grads[i].as_ref(), sum, n, |g| {
-                self.params[i].set_grad(Some(g))
-            })
+        let mut means = Means::new(&self.params, &grads, self.world.size());
+        buckets.all_reduce(self.world, &grads, failed, |i, at, sums| {
+            means.write(i, at, sums, |g| self.params[i].set_grad(Some(g)))
         })
     }
 
@@ -232,10 +234,10 @@ impl<'w, M: Module> Ddp<'w, M> {
         let mut buckets = Buckets::new(Plan::new(&sizes, self.bucket_bytes)?);
         let held: Vec<Option<Tensor>> = grads.iter().cloned().map(Some).collect();
         let targets: &[Tensor] = grads;
-        let n = self.world.size() as f32;
         let mut fresh: Vec<Option<Tensor>> = vec![None; grads.len()];
-        buckets.all_reduce(self.world, &held, None, |i, sum| {
-            write_mean(&targets[i], held[i].as_ref(), sum, n, |g| {
+        let mut means = Means::new(targets, &held, self.world.size());
+        buckets.all_reduce(self.world, &held, None, |i, at, sums| {
+            means.write(i, at, sums, |g| {
                 fresh[i] = Some(g);
                 Ok(())
             })
@@ -275,26 +277,68 @@ impl<'w, M: Module> Ddp<'w, M> {
     }
 }
 
-/// Makes `sum / n` the gradient of `target`: written into `local` (the gradient this rank had)
-/// in place, under `no_grad` (one version bump, no allocation), where it is one CPU subtensor
-/// with a slot per element; else handed to `replace` as a fresh tensor laid out for `target`.
-fn write_mean(
-    target: &Tensor,
-    local: Option<&Tensor>,
-    sum: &[f32],
+/// Writes averaged gradients as their sums arrive, part by part: `sum / n` goes into the
+/// gradient a rank had, in place under `no_grad` (no allocation), where it is one CPU
+/// subtensor with a slot per element; else it is gathered and handed over whole, as a fresh
+/// tensor laid out for the target, once its last part has arrived.
+struct Means<'a> {
+    targets: &'a [Tensor],
+    locals: &'a [Option<Tensor>],
     n: f32,
-    replace: impl FnOnce(Tensor) -> Result<()>,
-) -> Result<()> {
-    match local {
-        Some(g) if kernel::is_cpu(g) && g.layout().is_injective() => {
-            let _guard = no_grad();
-            kernel::update::<f32, _>(g, |xs| {
-                for (x, s) in xs.iter_mut().zip(sum) {
-                    *x = s / n;
-                }
-                Ok(())
-            })
+    /// The parts gathered so far of a gradient that cannot be written in place.
+    gathered: Vec<f32>,
+}
+
+impl<'a> Means<'a> {
+    fn new(targets: &'a [Tensor], locals: &'a [Option<Tensor>], ranks: usize) -> Means<'a> {
+        Means {
+            targets,
+            locals,
+            n: ranks as f32,
+            gathered: Vec::new(),
         }
-        _ => replace(target.f32_like(sum.iter().map(|s| s / n).collect())?),
+    }
+
+    /// Takes the sums of elements `at..at + sums.len()` of gradient `i`; `replace` gets the
+    /// whole mean where it cannot be written in place.
+    fn write(
+        &mut self,
+        i: usize,
+        at: usize,
+        sums: &[f32],
+        replace: impl FnOnce(Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.n;
+        match &self.locals[i] {
+            Some(g) if kernel::is_cpu(g) && g.layout().is_injective() => {
+                let _guard = no_grad();
+                kernel::update::<f32, _>(g, |xs| {
+                    let xs = &mut xs[at..at + sums.len()];
+                    // dividing by a power of two is multiplying by its inverse, exactly
+                    if (n as usize).is_power_of_two() {
+                        let inverse = n.recip();
+                        for (x, s) in xs.iter_mut().zip(sums) {
+                            *x = s * inverse;
+                        }
+                    } else {
+                        for (x, s) in xs.iter_mut().zip(sums) {
+                            *x = s / n;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            _ => {
+                if at == 0 {
+                    self.gathered.clear();
+                }
+                self.gathered.extend(sums.iter().map(|s| s / n));
+                let target = &self.targets[i];
+                if self.gathered.len() < target.size() {
+                    return Ok(());
+                }
+                replace(target.f32_like(std::mem::take(&mut self.gathered))?)
+            }
+        }
     }
 }

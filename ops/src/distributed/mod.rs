@@ -24,6 +24,7 @@ mod collective;
 mod ddp;
 mod fingerprint;
 mod replica;
+mod shared_slots;
 mod world;
 
 pub use collective::ReduceOp;

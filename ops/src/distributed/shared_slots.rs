@@ -1,0 +1,243 @@
+//! All-reduce through memory the ranks share, for when every rank runs on one machine: an MPI
+//! shared-memory window (`MPI_Win_allocate_shared`) gives each rank two slots the others can
+//! read. A rank writes its values into its slot; after a barrier it sums one `1/n` share of
+//! every rank's slot into its own slot (each sum is made once, by one rank, so every rank ends
+//! with the same bits); after a second barrier every rank reads every share's sums where they
+//! lie. Two barriers and two passes over the buffer per rank, its values written in and the
+//! sums read out, where MPI's own all-reduce (or a reduce and a broadcast) copies through the
+//! library's shared-memory queues in small fragments with a handshake each: W10's averaging
+//! took 0.09–0.12 ms this way inside a training step, against 0.29–0.31 ms through MPI.
+//!
+//! The two slots alternate from piece to piece, so a rank that finished one may start the next
+//! while another still reads the previous one: the next piece's first barrier is where it
+//! waits. A buffer larger than a slot goes through in slot-sized pieces.
+
+use std::cell::Cell;
+use std::ops::{Add, ControlFlow, Range};
+use std::ptr;
+
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::Communicator;
+
+/// The most bytes one window takes (two slots per rank), in shared memory a container may
+/// keep small (Docker's `/dev/shm` is 64 MiB by default).
+const MAX_WINDOW_BYTES: usize = 32 << 20;
+
+/// Slot sizes are multiples of this (a cache line, which every element type divides).
+const ALIGN: usize = 64;
+
+/// A shared-memory window with two slots per rank of the communicator it was made on (whose
+/// ranks all share this machine). Freed, collectively, when dropped: every rank drops it at
+/// the same point (the [`super::World`] that owns it replaces or drops it in collective calls
+/// only).
+pub(crate) struct SharedSlots {
+    win: ffi::MPI_Win,
+    comm: ffi::MPI_Comm,
+    /// Each rank's region: its two slots, `slot_bytes` apart.
+    regions: Vec<*mut u8>,
+    rank: usize,
+    slot_bytes: usize,
+    /// Which of its two slots each rank writes in the next piece.
+    parity: Cell<usize>,
+}
+
+impl std::fmt::Debug for SharedSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSlots")
+            .field("ranks", &self.regions.len())
+            .field("slot_bytes", &self.slot_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSlots {
+    /// The slot size a buffer of `bytes` asks for among `ranks` ranks: its size rounded up to
+    /// whole cache lines, at most a window of [`MAX_WINDOW_BYTES`] (larger buffers go through
+    /// in pieces).
+    pub(crate) fn slot_for(bytes: usize, ranks: usize) -> usize {
+        let most = (MAX_WINDOW_BYTES / (2 * ranks.max(1))) / ALIGN * ALIGN;
+        bytes
+            .div_ceil(ALIGN)
+            .max(1)
+            .saturating_mul(ALIGN)
+            .min(most.max(ALIGN))
+    }
+
+    /// The size of each slot.
+    pub(crate) fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// Allocates slots of `slot_bytes` (from [`SharedSlots::slot_for`]) for every rank of
+    /// `comm`, whose ranks must all run on this machine. Collective: every rank calls it with
+    /// the same size.
+    pub(crate) fn allocate(comm: &SimpleCommunicator, slot_bytes: usize) -> SharedSlots {
+        let (rank, n) = (comm.rank() as usize, comm.size() as usize);
+        let raw = comm.as_raw();
+        let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
+        let mut base: *mut u8 = ptr::null_mut();
+        // the slots start at most ALIGN bytes into the region (see below)
+        // SAFETY: collective over `comm` with the same size on every rank; MPI writes the
+        // window handle and this rank's base address into the two out-pointers. Errors abort
+        // the job (the communicator's default handler), so the returns are not checked.
+        unsafe {
+            ffi::MPI_Win_allocate_shared(
+                (2 * slot_bytes + ALIGN) as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                raw,
+                (&raw mut base).cast(),
+                &raw mut win,
+            );
+            // a passive-target epoch on every rank for the window's life: loads and stores
+            // are ordered by `MPI_Win_sync` around barriers (the unified memory model)
+            ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as i32, win);
+        }
+        let regions: Vec<*mut u8> = (0..n)
+            .map(|r| {
+                let mut size: ffi::MPI_Aint = 0;
+                let mut unit: i32 = 0;
+                let mut at: *mut u8 = ptr::null_mut();
+                // SAFETY: `r` is a rank of the window's group; MPI writes the three outputs
+                unsafe {
+                    ffi::MPI_Win_shared_query(
+                        win,
+                        r as i32,
+                        &raw mut size,
+                        &raw mut unit,
+                        (&raw mut at).cast(),
+                    );
+                }
+                // the library's regions start past a header: start the slots on a cache line
+                if at.is_null() {
+                    at
+                } else {
+                    at.wrapping_add(at.align_offset(ALIGN))
+                }
+            })
+            .collect();
+        let slots = SharedSlots {
+            win,
+            comm: raw,
+            regions,
+            rank,
+            slot_bytes,
+            parity: Cell::new(0),
+        };
+        // the communicator's error handler aborts the job rather than return without memory
+        assert!(
+            slots.regions.iter().all(|p| !p.is_null()),
+            "MPI_Win_allocate_shared returned without memory"
+        );
+        slots
+    }
+
+    /// `recv = Σ send over ranks`, element by element, on every rank. Collective: every rank
+    /// calls it with the same length.
+    pub(crate) fn all_reduce_sum<T: Copy + Add<Output = T>>(&self, send: &[T], recv: &mut [T]) {
+        assert_eq!(
+            send.len(),
+            recv.len(),
+            "all-reduce buffers of different lengths"
+        );
+        self.sum(
+            send.len(),
+            |range, dst| dst.copy_from_slice(&send[range]),
+            |at, sums| {
+                recv[at..at + sums.len()].copy_from_slice(sums);
+                ControlFlow::Continue(())
+            },
+        );
+    }
+
+    /// Sums a buffer of `len` elements across ranks without a copy of it on either side:
+    /// `fill(range, dst)` writes this rank's elements `range` of it into `dst` (a piece of at
+    /// most a slot at a time), and `take(at, sums)` reads the sums of elements
+    /// `at..at + sums.len()`, which arrive in order, in several parts per piece. When `take`
+    /// breaks, no more parts or pieces follow. Collective: every rank calls it with the same
+    /// length, and every `take` must decide to break from the sums alone, so that every rank
+    /// stops at the same place.
+    pub(crate) fn sum<T: Copy + Add<Output = T>>(
+        &self,
+        len: usize,
+        mut fill: impl FnMut(Range<usize>, &mut [T]),
+        mut take: impl FnMut(usize, &[T]) -> ControlFlow<()>,
+    ) {
+        let per_slot = (self.slot_bytes / std::mem::size_of::<T>()).max(1);
+        for start in (0..len).step_by(per_slot) {
+            let piece = start..len.min(start + per_slot);
+            if self.sum_piece(piece, &mut fill, &mut take).is_break() {
+                return;
+            }
+        }
+    }
+
+    /// One piece of at most a slot: publish it, sum this rank's share of it, read every share.
+    fn sum_piece<T: Copy + Add<Output = T>>(
+        &self,
+        piece: Range<usize>,
+        fill: &mut impl FnMut(Range<usize>, &mut [T]),
+        take: &mut impl FnMut(usize, &[T]) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let (n, me, len) = (self.regions.len(), self.rank, piece.len());
+        let parity = self.parity.get();
+        self.parity.set(parity ^ 1);
+        let slot = |r: usize| -> *mut T {
+            // SAFETY: within rank r's region of 2 * slot_bytes
+            unsafe { self.regions[r].add(parity * self.slot_bytes).cast::<T>() }
+        };
+        let share = |r: usize| -> Range<usize> { r * len / n..(r + 1) * len / n };
+        // SAFETY (the three blocks below): each slot holds `slot_bytes >= len * size_of::<T>()`
+        // bytes aligned for T, and no two ranks' slices of it overlap in time: this rank writes
+        // its whole slot before the first barrier, which no rank reads before it; between the
+        // barriers it reads its share of every slot and writes that share of its own, which
+        // only it touches then; after the second barrier every rank only reads. The other
+        // parity's slots hold the previous piece, which ranks may still be reading; a rank
+        // writes them again only after the next piece's first barrier, which every rank has
+        // passed only once it has finished reading this piece.
+        fill(piece.clone(), unsafe {
+            std::slice::from_raw_parts_mut(slot(me), len)
+        });
+        self.barrier();
+        let mine = share(me);
+        unsafe {
+            let sums = std::slice::from_raw_parts_mut(slot(me).add(mine.start), mine.len());
+            // each sum is made once, by one rank, so every rank reads the same bits
+            for r in (0..n).filter(|&r| r != me) {
+                let theirs = std::slice::from_raw_parts(slot(r).add(mine.start), mine.len());
+                for (s, &x) in sums.iter_mut().zip(theirs) {
+                    *s = *s + x;
+                }
+            }
+        }
+        self.barrier();
+        for r in 0..n {
+            let part = share(r);
+            let sums = unsafe { std::slice::from_raw_parts(slot(r).add(part.start), part.len()) };
+            take(piece.start + part.start, sums)?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Orders this rank's stores to the window before every rank's loads after it.
+    fn barrier(&self) {
+        // SAFETY: the window and communicator are live for `self`'s life
+        unsafe {
+            ffi::MPI_Win_sync(self.win);
+            ffi::MPI_Barrier(self.comm);
+            ffi::MPI_Win_sync(self.win);
+        }
+    }
+}
+
+impl Drop for SharedSlots {
+    fn drop(&mut self) {
+        // SAFETY: collective, reached on every rank at the same point (see the type's doc)
+        unsafe {
+            ffi::MPI_Win_unlock_all(self.win);
+            ffi::MPI_Win_free(&raw mut self.win);
+        }
+    }
+}
