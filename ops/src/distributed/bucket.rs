@@ -261,8 +261,9 @@ fn stream(
     failed: Option<Error>,
     mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
+    // the plan's length on every rank, whatever this rank was given
     let head: Vec<f32> = std::iter::once(failed.is_some())
-        .chain(grads.iter().map(Option::is_some))
+        .chain((0..plan.sizes.len()).map(|i| grads.get(i).is_some_and(Option::is_some)))
         .map(|b| f32::from(u8::from(b)))
         .collect();
     let mut summed = vec![0.0f32; head.len()];
