@@ -100,6 +100,8 @@ fn kernel(
     accumulate: bool,
     threads: usize,
 ) {
+    // the gemm crate allocates its packing buffers on every call
+    super::heap::retain_freed_blocks();
     let a_ptr = a[ga.offset..].as_ptr();
     let b_ptr = b[gb.offset..].as_ptr();
     let c_ptr = c[gc.offset..].as_mut_ptr();

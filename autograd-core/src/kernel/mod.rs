@@ -27,6 +27,7 @@ pub mod alloc;
 pub(crate) mod element;
 pub(crate) mod gemm;
 mod gemm_operand;
+mod heap;
 #[doc(hidden)]
 pub mod isa;
 mod map;
