@@ -4,7 +4,6 @@
 //! and reaches the same verdict. Disagreement is an error on every rank, never a hang.
 
 use autograd_core::{Error, Result};
-use mpi::traits::CommunicatorCollectives;
 
 use super::World;
 
@@ -42,7 +41,7 @@ pub(crate) fn agree<const N: usize>(
 /// Every rank's `record`, in rank order.
 pub(crate) fn gather<const N: usize>(world: &World, record: &[u64; N]) -> Vec<[u64; N]> {
     let mut all = vec![0u64; N * world.size()];
-    world.comm().all_gather_into(&record[..], &mut all[..]);
+    world.all_gather_into(&record[..], &mut all[..]);
     all.chunks_exact(N)
         .map(|c| {
             let mut r = [0u64; N];

@@ -171,6 +171,17 @@ impl World {
         }
     }
 
+    /// Every rank's `send`, in rank order, into `recv` on every rank: through
+    /// [`World::shared_slots`] when every rank runs on this machine and `send` fits a slot
+    /// (the agreements every collective starts and ends with), else `MPI_Allgather`.
+    pub(crate) fn all_gather_into<T: Equivalence + Copy>(&self, send: &[T], recv: &mut [T]) {
+        let bytes = std::mem::size_of_val(send);
+        match self.shared_slots(bytes) {
+            Some(slots) if slots.slot_bytes() >= bytes => slots.all_gather(send, recv),
+            _ => self.comm.all_gather_into(send, recv),
+        }
+    }
+
     /// `recv = op(send over ranks)` on every rank, blocking. When every rank is on this
     /// machine it is a reduce to rank 0 followed by a broadcast: there the library's
     /// all-reduce (ring or recursive doubling, both ranks copying both ways at once) took
