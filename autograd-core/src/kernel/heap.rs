@@ -18,20 +18,19 @@ pub(crate) fn retain_freed_blocks() {
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            if !user_tuned() {
+            if !user_tuned(|name| std::env::var(name).ok()) {
                 glibc::set_thresholds();
             }
         });
     }
 }
 
-/// Whether the process chose its own malloc thresholds.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn user_tuned() -> bool {
-    let var = |name: &str| std::env::var_os(name).is_some();
-    var("MALLOC_MMAP_THRESHOLD_")
-        || var("MALLOC_TRIM_THRESHOLD_")
-        || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc"))
+/// Whether the process chose its own malloc thresholds, from its environment `var`.
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
+fn user_tuned(var: impl Fn(&str) -> Option<String>) -> bool {
+    var("MALLOC_MMAP_THRESHOLD_").is_some()
+        || var("MALLOC_TRIM_THRESHOLD_").is_some()
+        || var("GLIBC_TUNABLES").is_some_and(|t| t.contains("glibc.malloc"))
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -58,5 +57,34 @@ mod glibc {
             mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
             mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_tuned;
+
+    #[test]
+    fn a_process_with_its_own_malloc_tunables_keeps_them() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        assert!(!user_tuned(env(&[])));
+        assert!(!user_tuned(env(&[(
+            "GLIBC_TUNABLES",
+            "glibc.cpu.hwcaps=-AVX2"
+        )])));
+        assert!(!user_tuned(env(&[("MALLOC_ARENA_MAX", "2")])));
+        assert!(user_tuned(env(&[("MALLOC_TRIM_THRESHOLD_", "0")])));
+        assert!(user_tuned(env(&[("MALLOC_MMAP_THRESHOLD_", "65536")])));
+        assert!(user_tuned(env(&[(
+            "GLIBC_TUNABLES",
+            "glibc.cpu.x86_rep_movsb_threshold=1:glibc.malloc.trim_threshold=0"
+        )])));
     }
 }
