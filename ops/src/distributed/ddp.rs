@@ -17,7 +17,9 @@ use crate::module::Module;
 pub struct DdpOptions {
     /// The size of one gradient bucket in bytes (one non-blocking all-reduce each, started
     /// as soon as it is packed); a parameter larger than this is a bucket by itself. Must be
-    /// positive and the same on every rank.
+    /// positive and the same on every rank. Buckets are how gradients travel between
+    /// machines; when every rank runs on one machine they go through shared memory as one
+    /// stream instead (see [`World::use_shared_memory`]).
     pub bucket_bytes: usize,
 }
 
