@@ -3,7 +3,7 @@
 //! The `gemm` crate allocates its packing buffers (hundreds of KB to MB) on every product. With
 //! glibc's defaults such a block is mapped fresh, or carved from a heap top that the previous
 //! free trimmed, so each product faults its buffer in page by page, zeroed: about 40 faults a
-//! W2 step, 5–9% of its time. Raising glibc's mmap threshold to 32 MiB and its trim threshold
+//! W2 step, 4–8% of its time. Raising glibc's mmap threshold to 32 MiB and its trim threshold
 //! to 64 MiB keeps those blocks in the heap, and up to 64 MiB of freed memory above its top,
 //! where the next product finds them (the retention jemalloc or mimalloc have by default).
 //! Blocks of 32 MiB and more, large activations among them, are still mapped and unmapped.
