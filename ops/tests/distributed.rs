@@ -776,7 +776,8 @@ fn sums_larger_than_a_slot_arrive_whole(world: &World) -> Check {
     Ok(())
 }
 
-/// Ranks that ask for different shared-memory settings all get `Error::Value`, and keep theirs.
+/// Ranks that ask for different shared-memory settings all get `Error::Value`, and stay in
+/// step: a sum right after still works.
 fn the_shared_memory_setting_must_agree(world: &World) -> Check {
     if world.size() < 2 {
         return Ok(());

@@ -184,12 +184,7 @@ impl SharedSlots {
         take: &mut impl FnMut(usize, &[T]) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let (n, me, len) = (self.regions.len(), self.rank, piece.len());
-        let parity = self.parity.get();
-        self.parity.set(parity ^ 1);
-        let slot = |r: usize| -> *mut T {
-            // SAFETY: within rank r's region of 2 * slot_bytes
-            unsafe { self.regions[r].add(parity * self.slot_bytes).cast::<T>() }
-        };
+        let slot = self.next_slots::<T>();
         let share = |r: usize| -> Range<usize> { r * len / n..(r + 1) * len / n };
         // SAFETY (the three blocks below): each slot holds `slot_bytes >= len * size_of::<T>()`
         // bytes aligned for T, and no two ranks' slices of it overlap in time: this rank writes
@@ -236,12 +231,7 @@ impl SharedSlots {
             recv.len(),
             self.slot_bytes
         );
-        let parity = self.parity.get();
-        self.parity.set(parity ^ 1);
-        let slot = |r: usize| -> *mut T {
-            // SAFETY: within rank r's region of 2 * slot_bytes
-            unsafe { self.regions[r].add(parity * self.slot_bytes).cast::<T>() }
-        };
+        let slot = self.next_slots::<T>();
         // SAFETY: this rank's slot holds `len` elements aligned for T and no rank reads it
         // before the barrier; after it every rank only reads (see `sum_piece` for the parity)
         unsafe { ptr::copy_nonoverlapping(send.as_ptr(), slot(self.rank), len) };
@@ -249,6 +239,16 @@ impl SharedSlots {
         for (r, out) in recv.chunks_exact_mut(len.max(1)).enumerate() {
             // SAFETY: as above
             out.copy_from_slice(unsafe { std::slice::from_raw_parts(slot(r), len) });
+        }
+    }
+
+    /// The slots of the next piece or gather, by rank (the other parity than the last's).
+    fn next_slots<T>(&self) -> impl Fn(usize) -> *mut T + '_ {
+        let parity = self.parity.get();
+        self.parity.set(parity ^ 1);
+        move |r| {
+            // SAFETY: within rank r's region of 2 * slot_bytes
+            unsafe { self.regions[r].add(parity * self.slot_bytes).cast::<T>() }
         }
     }
 
