@@ -105,6 +105,14 @@ fn kernel(
     let a_ptr = a[ga.offset..].as_ptr();
     let b_ptr = b[gb.offset..].as_ptr();
     let c_ptr = c[gc.offset..].as_mut_ptr();
+    let transposed = through_column_major(ga, gb, gc, accumulate);
+    // C column-major, written by the crate and transposed into place (never read: it is
+    // allocated, not initialised, and the crate writes every element before any is read)
+    let mut scratch: Vec<f32> = Vec::new();
+    if transposed {
+        scratch.reserve_exact(ga.rows * gb.cols);
+    }
+    let scratch_at = scratch.as_mut_ptr() as usize;
     // Several threads take a band each: of C's rows (A's rows with them), or of C's columns
     // (B's columns) when C is wide and short. (Inside the `gemm` crate, small products split
     // poorly, and its rayon workers sleep between products.)
@@ -115,76 +123,132 @@ fn kernel(
     } else {
         1
     };
-    if wanted > 1 {
-        // `per` rows (or columns) a band, and as many bands as that takes: every band starts
-        // below `long` and is non-empty (`wanted` bands of `per` could overshoot: 35 bands of
-        // 33 for 1121 rows would start the last at 1122)
-        let per = long.div_ceil(wanted);
-        let bands = long.div_ceil(per);
-        // Addresses cross threads as integers; a band reads its part of A (rows) or B
-        // (columns) and all of the other, and writes its part of C.
-        let (a_at, b_at, c_at) = (a_ptr as usize, b_ptr as usize, c_ptr as usize);
-        crate::kernel::for_each_task(bands, |band| {
-            let first = band * per;
-            let len = per.min(long - first);
-            let (mut band_a, mut band_b, mut band_c) = (ga, gb, gc);
-            let (a_shift, b_shift, c_shift) = if by_rows {
-                band_a.rows = len;
-                band_c.rows = len;
-                (
-                    first * ga.row_stride as usize,
-                    0,
-                    first * gc.row_stride as usize,
-                )
-            } else {
-                band_b.cols = len;
-                band_c.cols = len;
-                (
-                    0,
-                    first * gb.col_stride as usize,
-                    first * gc.col_stride as usize,
-                )
-            };
-            // SAFETY: as below, for the sub-matrices of rows (or columns) `first..first + len`
-            // (`band < bands = ceil(long / per)`, so `first = band * per < long` and `len >= 1`:
-            // `long - first` cannot wrap): their base elements lie inside the checked operands
-            // (strides are non-negative and the shifted element is one the full operand
-            // addresses), and the bands of C are disjoint, so no two threads write one slot.
-            unsafe {
+    // `per` rows (or columns) a band, and as many bands as that takes: every band starts
+    // below `long` and is non-empty (`wanted` bands of `per` could overshoot: 35 bands of
+    // 33 for 1121 rows would start the last at 1122)
+    let per = long.div_ceil(wanted.max(1));
+    let bands = long.div_ceil(per);
+    // Addresses cross threads as integers; a band reads its part of A (rows) or B
+    // (columns) and all of the other, and writes its part of C.
+    let (a_at, b_at, c_at) = (a_ptr as usize, b_ptr as usize, c_ptr as usize);
+    let band = |band: usize| {
+        let first = band * per;
+        let len = per.min(long - first);
+        let (mut band_a, mut band_b, mut band_c) = (ga, gb, gc);
+        let (a_shift, b_shift, c_shift) = if by_rows {
+            band_a.rows = len;
+            band_c.rows = len;
+            (
+                first * ga.row_stride as usize,
+                0,
+                first * gc.row_stride as usize,
+            )
+        } else {
+            band_b.cols = len;
+            band_c.cols = len;
+            (
+                0,
+                first * gb.col_stride as usize,
+                first * gc.col_stride as usize,
+            )
+        };
+        // SAFETY (both calls): `gemm::gemm` reads `A[i, p]` at `a + i*row_stride +
+        // p*col_stride` for `i < m`, `p < k` (B likewise, `k x n`) and reads (when
+        // accumulating) and writes `C[i, j]` for `i < m`, `j < n`. Before this call `gemm_f32`
+        // established:
+        // - shapes: A is `m x k`, B is `k x n`, C is `m x n`, with `m, n, k >= 1`;
+        // - bounds (`Geometry::checked`): for each operand, `offset + (rows-1)*row_stride +
+        //   (cols-1)*col_stride < len` of its slice, computed with checked arithmetic; strides
+        //   are non-negative, so that is the largest index addressed and every element lies
+        //   inside the slice. The base pointers are `slice[offset..]` (bounds-checked), the
+        //   strides are at most `len` (so they fit `isize`), and a dimension of extent 1 gets
+        //   stride 0;
+        // - aliasing: C is the only `&mut` borrow, so it is disjoint from A and B, and its
+        //   strides send distinct `(i, j)` to distinct slots (`Geometry::aliases`). A and B are
+        //   only read, so stride 0 and overlapping elements there are sound (and tested against
+        //   a naive loop).
+        // A band is the sub-matrices of rows (or columns) `first..first + len` (`band < bands
+        // = ceil(long / per)`, so `first = band * per < long` and `len >= 1`: `long - first`
+        // cannot wrap): their base elements lie inside the checked operands (strides are
+        // non-negative and the shifted element is one the full operand addresses), and the
+        // bands of C are disjoint, so no two threads write one slot. With `read_dst ==
+        // accumulate` the kernel computes `C = C + A·B` or `C = A·B`.
+        unsafe {
+            let (a, b) = (
+                (a_at as *const f32).add(a_shift),
+                (b_at as *const f32).add(b_shift),
+            );
+            let c = (c_at as *mut f32).add(c_shift);
+            if transposed {
+                // the band's columns of C, column-major in the scratch (`m * n` floats
+                // reserved; columns by bands, so the bands' parts are disjoint), then
+                // transposed into C's rows of unit-stride elements
+                let part = (scratch_at as *mut f32).add(first * ga.rows);
+                let column_major = Geometry {
+                    offset: 0,
+                    rows: ga.rows,
+                    cols: len,
+                    row_stride: 1,
+                    col_stride: if len > 1 { ga.rows as isize } else { 0 },
+                };
                 call(
-                    (a_at as *const f32).add(a_shift),
+                    a,
                     band_a,
-                    (b_at as *const f32).add(b_shift),
+                    b,
                     band_b,
-                    (c_at as *mut f32).add(c_shift),
+                    part,
+                    column_major,
+                    false,
+                    gemm::Parallelism::None,
+                );
+                super::transpose::transpose_raw(
+                    part,
+                    ga.rows,
+                    (len, ga.rows),
+                    c,
+                    gc.row_stride as usize,
+                );
+            } else {
+                call(
+                    a,
+                    band_a,
+                    b,
+                    band_b,
+                    c,
                     band_c,
                     accumulate,
                     gemm::Parallelism::None,
                 );
             }
-        });
-        return;
-    }
-    // Narrow and short (both sides under two bands): one thread.
-    let parallelism = gemm::Parallelism::None;
-    // SAFETY: `gemm::gemm` reads `A[i, p]` at `a_ptr + i*row_stride + p*col_stride` for `i < m`,
-    // `p < k` (B likewise, `k x n`) and reads (when accumulating) and writes `C[i, j]` for
-    // `i < m`, `j < n`. Before this call `gemm_f32` established:
-    // - shapes: A is `m x k`, B is `k x n`, C is `m x n`, with `m, n, k >= 1`;
-    // - bounds (`Geometry::checked`): for each operand, `offset + (rows-1)*row_stride +
-    //   (cols-1)*col_stride < len` of its slice, computed with checked arithmetic; strides are
-    //   non-negative, so that is the largest index addressed and every element lies inside the
-    //   slice. The base pointers are `slice[offset..]` (bounds-checked), the strides are at most
-    //   `len` (so they fit `isize`), and a dimension of extent 1 gets stride 0;
-    // - aliasing: C is the only `&mut` borrow, so it is disjoint from A and B, and its strides
-    //   send distinct `(i, j)` to distinct slots (`Geometry::aliases`), so the writes of the
-    //   kernel's threads (disjoint blocks of C) never meet. A and B are only read, so stride 0
-    //   and overlapping elements there are sound (and tested against a naive loop).
-    // With `read_dst == accumulate` the kernel computes `C = C + A·B` or `C = A·B`.
-    unsafe {
-        call(a_ptr, ga, b_ptr, gb, c_ptr, gc, accumulate, parallelism);
+        }
+    };
+    if bands > 1 {
+        crate::kernel::for_each_task(bands, band);
+    } else {
+        // narrow and short (both sides under two bands): one thread
+        band(0);
     }
 }
+
+/// Whether C is computed column-major into a scratch and transposed into place. For a
+/// row-major C the `gemm` crate packs B whole up front, and a B that is a transposed
+/// row-major matrix (a weight in `x·Wᵀ`) it gathers element by element; with C
+/// column-major it packs A instead. When B has at least twice the columns A has rows, the
+/// gather saved outweighs transposing the smaller C (measured on the crate's AVX-512
+/// kernels: 5-15% of the product at 64-128 rows of A and 256-512 columns of B with a depth of
+/// 784; a loss at equal sizes).
+fn through_column_major(ga: Geometry, gb: Geometry, gc: Geometry, accumulate: bool) -> bool {
+    !accumulate
+        && gc.col_stride == 1
+        && gb.row_stride == 1
+        && gb.col_stride as usize >= gb.rows
+        && ga.rows >= TRANSPOSED_MIN
+        && 2 * ga.rows <= gb.cols
+        && ga.cols >= TRANSPOSED_MIN
+}
+
+/// Rows of A and depth a product needs before C goes through a column-major scratch.
+const TRANSPOSED_MIN: usize = 64;
 
 /// Rows (or columns) a band of a product split across threads has at least.
 const BAND_MIN: usize = 32;
@@ -659,6 +723,94 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c1, [3.0, 3.0]);
+    }
+
+    /// Products that go through a column-major scratch (C row-major or padded, B a transposed
+    /// row-major matrix with at least twice A's rows in columns), with edges that are not whole
+    /// eight-by-eight blocks, split over up to three threads: they match the naive product
+    /// and leave C's padding alone. The same products accumulating take the direct route.
+    #[test]
+    fn products_through_a_column_major_scratch() {
+        let geo = |name, lay, rows, cols| {
+            let (offset, rs, cs, len) = geometry(lay, rows, cols);
+            Geometry::checked(name, len, offset, (rows, cols), (rs, cs)).unwrap()
+        };
+        for (m, k, n) in [
+            (64, 64, 128),
+            (67, 70, 201),
+            (129, 100, 300),
+            (64, 784, 256),
+        ] {
+            for lc in [Lay::RowMajor, Lay::Padded] {
+                let (ga, gb, gc) = (
+                    geo("A", Lay::RowMajor, m, k),
+                    geo("B", Lay::Transposed, k, n),
+                    geo("C", lc, m, n),
+                );
+                assert!(
+                    through_column_major(ga, gb, gc, false),
+                    "{m}x{k}x{n} {lc:?}"
+                );
+                assert!(!through_column_major(ga, gb, gc, true));
+                for la in [
+                    Lay::RowMajor,
+                    Lay::Transposed,
+                    Lay::Padded,
+                    Lay::BroadcastRow,
+                ] {
+                    for threads in [1, 2, 3] {
+                        for accumulate in [false, true] {
+                            check(
+                                (m, k, n),
+                                (la, Lay::Transposed, lc),
+                                accumulate,
+                                threads,
+                                13,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // the route's limits: not twice as wide, too few rows, too shallow, B row-major
+        let a = geo("A", Lay::RowMajor, 64, 100);
+        let c = geo("C", Lay::RowMajor, 64, 127);
+        assert!(!through_column_major(
+            a,
+            geo("B", Lay::Transposed, 100, 127),
+            c,
+            false
+        ));
+        let (a, c) = (
+            geo("A", Lay::RowMajor, 63, 100),
+            geo("C", Lay::RowMajor, 63, 200),
+        );
+        assert!(!through_column_major(
+            a,
+            geo("B", Lay::Transposed, 100, 200),
+            c,
+            false
+        ));
+        let (a, c) = (
+            geo("A", Lay::RowMajor, 64, 63),
+            geo("C", Lay::RowMajor, 64, 200),
+        );
+        assert!(!through_column_major(
+            a,
+            geo("B", Lay::Transposed, 63, 200),
+            c,
+            false
+        ));
+        let (a, c) = (
+            geo("A", Lay::RowMajor, 64, 100),
+            geo("C", Lay::RowMajor, 64, 200),
+        );
+        assert!(!through_column_major(
+            a,
+            geo("B", Lay::RowMajor, 100, 200),
+            c,
+            false
+        ));
     }
 
     fn lay() -> impl Strategy<Value = Lay> {

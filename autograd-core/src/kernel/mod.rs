@@ -41,6 +41,7 @@ mod row_reduction;
 mod scatter_rows;
 mod team;
 mod tensor_values;
+mod transpose;
 mod update;
 
 pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
