@@ -173,7 +173,7 @@ impl<'a, T: Copy> Elements<'a, T> {
         self.for_each_run_in(start, out.len(), |r| {
             let dst = &mut out[i..i + r.len];
             match r.stride {
-                1 => dst.copy_from_slice(&data[r.start..r.start + r.len]),
+                1 => copy_run(dst, &data[r.start..r.start + r.len]),
                 0 => dst.fill(data[r.start]),
                 s => dst
                     .iter_mut()
@@ -196,6 +196,28 @@ impl<'a, T: Copy> Elements<'a, T> {
         let strides: Vec<usize> = (0..l.rank()).map(|i| l.mode_leaves(i)[0].stride).collect();
         let shape = IxDyn(&dims).strides(IxDyn(&strides));
         ndarray::ArrayView::from_shape(shape, self.data.get(self.offset..)?).ok()
+    }
+}
+
+/// `dst = src` (equal lengths): short runs (a row of a head, a few cache lines) a vector at a
+/// time in line, where a call to `memcpy` costs more than the copy.
+#[inline(always)]
+fn copy_run<T: Copy>(dst: &mut [T], src: &[T]) {
+    const LANES: usize = 8;
+    if dst.len() > 16 * LANES {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let (dst_blocks, dst_rest) = dst.as_chunks_mut::<LANES>();
+    let (src_blocks, src_rest) = src.as_chunks::<LANES>();
+    for i in 0..16 {
+        match (dst_blocks.get_mut(i), src_blocks.get(i)) {
+            (Some(d), Some(s)) => *d = *s,
+            _ => break,
+        }
+    }
+    for (d, s) in dst_rest.iter_mut().zip(src_rest) {
+        *d = *s;
     }
 }
 
