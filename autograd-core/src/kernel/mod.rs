@@ -61,5 +61,6 @@ pub use row::{
 pub use row_reduction::{lane_sum, lane_sum_runs, log_sum_exp_shifted, row_max, sum_f64};
 pub use scatter_rows::scatter_rows;
 pub use team::{for_each_chunk_mut, for_each_task, join, map_tasks, park_idle_threads};
+pub use transpose::transpose_f32;
 pub(crate) use update::copy_like;
 pub use update::{is_cpu, update, update_reading};

@@ -1,9 +1,52 @@
 //! Transposing a block of `f32`: eight by eight in registers where the CPU has AVX2, element by
 //! element elsewhere (and at the edges). The GEMM door uses it to hand the `gemm` crate the
-//! layout it packs cheaply.
+//! layout it packs cheaply; kernels such as attention's use it to pack transposed operands.
+
+use crate::error::{ensure, Result};
 
 /// `dst[p * ld_dst + j] = src[j * ld_src + p]` for `j < rows`, `p < cols`: the `rows x cols`
-/// block of `src` (row stride `ld_src`) written transposed into `dst` (row stride `ld_dst`).
+/// block at the start of `src` (row stride `ld_src`) written transposed into `dst` (row stride
+/// `ld_dst`), eight by eight in registers where the CPU has AVX2. Elements of `dst` outside the
+/// block are left as they are.
+///
+/// Errors ([`crate::Error::Value`]): a block that reaches past either slice, or an `ld_dst`
+/// under `rows` (rows of the result would overlap).
+pub fn transpose_f32(
+    src: &[f32],
+    ld_src: usize,
+    (rows, cols): (usize, usize),
+    dst: &mut [f32],
+    ld_dst: usize,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    // the last element each side addresses, without overflow
+    let last = |ld: usize, outer: usize, inner: usize| {
+        (outer - 1)
+            .checked_mul(ld)
+            .and_then(|o| o.checked_add(inner - 1))
+    };
+    ensure!(
+        last(ld_src, rows, cols).is_some_and(|i| i < src.len()),
+        Value,
+        "transpose: a {rows}x{cols} block with row stride {ld_src} reaches past a source of {}",
+        src.len()
+    );
+    ensure!(
+        (cols == 1 || ld_dst >= rows) && last(ld_dst, cols, rows).is_some_and(|i| i < dst.len()),
+        Value,
+        "transpose: a {cols}x{rows} result with row stride {ld_dst} overlaps itself or reaches \
+         past a destination of {}",
+        dst.len()
+    );
+    // SAFETY: every element addressed is inside its slice (checked above), the written ones
+    // are distinct (`ld_dst >= rows`), and `dst` is the only borrow of its slice.
+    unsafe { transpose_raw(src.as_ptr(), ld_src, (rows, cols), dst.as_mut_ptr(), ld_dst) };
+    Ok(())
+}
+
+/// [`transpose_f32`] on raw pointers.
 ///
 /// # Safety
 /// Every `src[j * ld_src + p]` and `dst[p * ld_dst + j]` addressed must lie inside its
@@ -136,6 +179,24 @@ unsafe fn block8(src: *const f32, ld_src: usize, dst: *mut f32, ld_dst: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocks_past_a_slice_or_overlapping_rows_are_errors() {
+        let src = vec![1.0f32; 20];
+        let mut dst = vec![0.0f32; 20];
+        // 4 rows of 5 fit exactly; one more column reaches past the source
+        assert!(transpose_f32(&src, 5, (4, 5), &mut dst, 4).is_ok());
+        assert_eq!(dst, vec![1.0; 20]);
+        let mut dst = vec![0.0f32; 20];
+        assert!(transpose_f32(&src, 5, (4, 6), &mut dst, 4).is_err());
+        // rows of the result 3 apart for 4 elements each would overlap
+        assert!(transpose_f32(&src, 5, (4, 5), &mut dst, 3).is_err());
+        // a destination one element short
+        assert!(transpose_f32(&src, 5, (4, 5), &mut dst[..19], 4).is_err());
+        assert!(transpose_f32(&src, usize::MAX, (2, 1), &mut dst, 2).is_err());
+        assert_eq!(dst, vec![0.0; 20], "a refused transpose writes nothing");
+        assert!(transpose_f32(&[], 0, (0, 3), &mut [], 0).is_ok());
+    }
 
     /// Every size around the block edges, strides with slack on both sides: each element lands
     /// where the definition says, and slots between rows stay untouched.

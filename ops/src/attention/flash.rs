@@ -10,8 +10,8 @@ use autograd_core::{differentiable, simd, Result, Tensor};
 use super::causal_self_attention;
 use super::geometry::{Dims, Side};
 use super::head::{
-    for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero, zeroed,
-    Gradients, HeadGrads, Input, Scratch, Want,
+    for_each_head, gradients, pack_forward, pack_rows, pack_transposed, results2, rezero,
+    transpose_keys, zeroed, Gradients, HeadGrads, Input, Scratch, Want,
 };
 use super::options::AttentionOptions;
 use super::rule::{Rule, Spec};
@@ -160,8 +160,9 @@ fn backward(
     let (o, lse, go) = (Input::new(output)?, Input::new(lse)?, Input::new(go)?);
     gradients(&g, &rule, (q.tensor(), mask), want, |b, grads, s| {
         pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
-        pack_transposed(&mut s.kt, &mut s.tmp, &k, b, &g)?;
+        // k read once: its rows, then kᵀ from them
         pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
+        transpose_keys(&mut s.kt, &s.k, &g)?;
         pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
         pack_rows(&mut s.go, &go, (b, Side::Query), &g, 1.0)?;
         // the context rows, for delta = rowsum(dO ∘ O)

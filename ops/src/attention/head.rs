@@ -173,20 +173,17 @@ pub(super) fn pack_transposed(
     head: usize,
     g: &Dims,
 ) -> Result<()> {
-    let (n, t, tp, d) = (
-        g.head_len(Side::Key),
-        g.rows(Side::Key),
-        g.padded(Side::Key),
-        g.d,
-    );
-    sized(tmp, n)?;
-    src.copy_out(head * n, tmp)?;
+    sized(tmp, g.head_len(Side::Key))?;
+    src.copy_out(head * g.head_len(Side::Key), tmp)?;
+    transpose_keys(dst, tmp, g)
+}
+
+/// `dst` (`D x T_kp`) = the first `T_k` rows of `rows` (a head's keys or values, `D` wide)
+/// transposed, with zero padding columns.
+pub(super) fn transpose_keys(dst: &mut Vec<f32>, rows: &[f32], g: &Dims) -> Result<()> {
+    let (t, tp, d) = (g.rows(Side::Key), g.padded(Side::Key), g.d);
     sized(dst, d * tp)?;
-    for (r, row) in tmp.chunks_exact(d).enumerate() {
-        for (x, &value) in row.iter().enumerate() {
-            dst[x * tp + r] = value;
-        }
-    }
+    kernel::transpose_f32(rows, d, (t, d), dst, tp)?;
     for x in 0..d {
         dst[x * tp + t..(x + 1) * tp].fill(0.0);
     }
