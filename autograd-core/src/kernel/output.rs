@@ -45,7 +45,7 @@ pub(crate) fn fresh_like_overwritten<T: Element>(
     like: &Tensor,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_with(like, compact_layout_of(like)?, Init::Overwritten, f)
+    fresh_like_with(like, Init::Overwritten, f)
 }
 
 fn fresh_with<T: Element>(
@@ -95,7 +95,16 @@ pub fn fresh_like<T: Element>(
     like: &Tensor,
     f: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    fresh_with(like, compact_layout_of(like)?, Init::Zeroed, f)
+    fresh_like_with(like, Init::Zeroed, f)
+}
+
+/// [`fresh_like`] with the buffer's start as `init` says.
+pub(crate) fn fresh_like_with<T: Element>(
+    like: &Tensor,
+    init: Init,
+    f: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    fresh_with(like, compact_layout_of(like)?, init, f)
 }
 
 /// `t`'s layout when compact row-major, else the compact row-major layout of its shape.

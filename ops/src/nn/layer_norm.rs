@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use autograd_core::kernel::{
-    alloc, column_sums, lane_sum, map_rows_along, per_row, read_row_pair, read_rows, row,
-    write_rows, Rows,
+    alloc, column_sums, lane_sum, overwrite_rows, per_row, read_row_pair, read_rows, row, Rows,
 };
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
@@ -115,7 +114,7 @@ pub fn layer_norm(
         let gx = if needs.input(0) {
             let w = values_or(weight, rows, 1.0)?;
             Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
-                write_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
+                overwrite_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
                     let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
                     simd!(input_gradient_row(out, gr, xr, &w, (mean[k], rstd[k])));
                 })
@@ -166,8 +165,12 @@ pub fn layer_norm(
     let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
     let w = values_or(weight, rows, 1.0)?;
     let b = values_or(bias, rows, 0.0)?;
-    map_rows_along::<f32, f32>(x, rows, |k, xr, out| {
-        simd!(normalised_row(out, xr, (&w, &b), stats[k]));
+    // every element of a row is written: the result is not zeroed first
+    read_rows::<f32, _>(x, rows, |e| {
+        overwrite_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
+            let xr = row(&e, k, n, buf);
+            simd!(normalised_row(out, xr, (&w, &b), stats[k]));
+        })
     })
 }
 
