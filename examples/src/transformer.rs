@@ -7,7 +7,7 @@ use std::sync::Arc;
 use autograd_core::{checkpoint, ensure, shape, DType, Result, Rng, Tensor};
 use autograd_ops::module::join;
 use autograd_ops::{
-    add, cross_entropy, flash_causal_attention, gelu_tanh, init, linear, permute, reshape,
+    add, cross_entropy, flash_causal_attention_qkv, gelu_tanh, init, linear, reshape,
     CrossEntropyOptions, Embedding, LayerNorm, Linear, Module, Role,
 };
 
@@ -78,7 +78,7 @@ impl Block {
     /// The block applied to `x` of shape `[B, T, d_model]`; `Error::Value` for another shape.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dims = x.dims();
-        let &[b, t, c] = dims.as_slice() else {
+        let &[_, _, c] = dims.as_slice() else {
             autograd_core::bail!(Value, "block: x must be [B, T, C], got {dims:?}")
         };
         ensure!(
@@ -87,23 +87,10 @@ impl Block {
             "block: x has width {c}, the block takes {}",
             self.qkv.in_features()
         );
-        let h = self.heads;
         let normed = self.ln1.forward(x)?;
-        // q, k and v from the three row blocks of the one projection (the same parameters and
-        // function as one product split afterwards), each [B, T, C] viewed as [B, H, T, C/H]:
-        // every head a view without holes, so their gradients need no zero-filled buffers
-        let project = |part: usize| -> Result<Tensor> {
-            let w = self.qkv.weight().narrow(0, part * c, c)?;
-            let bias = self
-                .qkv
-                .bias()
-                .map(|b| b.narrow(0, part * c, c))
-                .transpose()?;
-            let y = linear(&normed, &w, bias.as_ref())?;
-            permute(&reshape(&y, &[b, t, h, c / h])?, &[0, 2, 1, 3])
-        };
-        let context = flash_causal_attention(&project(0)?, &project(1)?, &project(2)?, None)?;
-        let context = reshape(&permute(&context, &[0, 2, 1, 3])?, &[b, t, c])?;
+        // q, k and v side by side from the one projection, attended to in place: the context
+        // comes back [B, T, C] and the gradient as one [B, T, 3C], with no head permutes
+        let context = flash_causal_attention_qkv(&self.qkv.forward(&normed)?, self.heads, None)?;
         let x = add(x, &self.proj.forward(&context)?)?;
         let hidden = gelu_tanh(&self.up.forward(&self.ln2.forward(&x)?)?)?;
         add(&x, &self.down.forward(&hidden)?)

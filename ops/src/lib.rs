@@ -79,7 +79,8 @@ mod pooling;
 
 pub use attention::{
     attention_with_probabilities, causal_attention, flash_causal_attention,
-    scaled_dot_product_attention, AttentionDropout, AttentionMask, AttentionOptions,
+    flash_causal_attention_qkv, scaled_dot_product_attention, AttentionDropout, AttentionMask,
+    AttentionOptions,
 };
 /// `#[derive(Module)]`: the trait of the same name and this derive are both
 /// `autograd_ops::Module`, as serde's `Serialize` names a trait and a derive.

@@ -159,23 +159,34 @@ fn backward(
     let (q, k, v) = (Input::new(q)?, Input::new(k)?, Input::new(v)?);
     let (o, lse, go) = (Input::new(output)?, Input::new(lse)?, Input::new(go)?);
     gradients(&g, &rule, (q.tensor(), mask), want, |b, grads, s| {
-        pack_rows(&mut s.q, &q, (b, Side::Query), &g, g.scale)?;
-        // k read once: its rows, then kᵀ from them
-        pack_rows(&mut s.k, &k, (b, Side::Key), &g, 1.0)?;
-        transpose_keys(&mut s.kt, &s.k, &g)?;
-        pack_transposed(&mut s.vt, &mut s.tmp, &v, b, &g)?;
-        pack_rows(&mut s.go, &go, (b, Side::Query), &g, 1.0)?;
-        // the context rows, for delta = rowsum(dO ∘ O)
-        pack_rows(&mut s.acc_v, &o, (b, Side::Query), &g, 1.0)?;
-        zeroed(&mut s.lse, g.padded(Side::Query))?;
-        lse.copy_out(b * g.tq, &mut s.lse[..g.tq])?;
+        pack_backward(s, [&q, &k, &v], [&o, &lse, &go], b, &g)?;
         backward_head(&g, (&rule, b), grads, s);
         Ok(())
     })
 }
 
-simd!(fn forward_head(g: &Dims, head: (&Rule, usize), o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
-simd!(fn backward_head(g: &Dims, head: (&Rule, usize), grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
+/// Packs what a backward pass over head `head` reads: scaled q rows, k rows and kᵀ, vᵀ, the
+/// cotangent's rows, the context's rows (for `delta = rowsum(dO ∘ O)`) and the logsumexps.
+pub(super) fn pack_backward(
+    s: &mut Scratch,
+    [q, k, v]: [&Input<'_>; 3],
+    [o, lse, go]: [&Input<'_>; 3],
+    head: usize,
+    g: &Dims,
+) -> Result<()> {
+    pack_rows(&mut s.q, q, (head, Side::Query), g, g.scale)?;
+    // k read once: its rows, then kᵀ from them
+    pack_rows(&mut s.k, k, (head, Side::Key), g, 1.0)?;
+    transpose_keys(&mut s.kt, &s.k, g)?;
+    pack_transposed(&mut s.vt, &mut s.tmp, v, head, g)?;
+    pack_rows(&mut s.go, go, (head, Side::Query), g, 1.0)?;
+    pack_rows(&mut s.acc_v, o, (head, Side::Query), g, 1.0)?;
+    zeroed(&mut s.lse, g.padded(Side::Query))?;
+    lse.copy_out(head * g.tq, &mut s.lse[..g.tq])
+}
+
+simd!(pub(super) fn forward_head(g: &Dims, head: (&Rule, usize), o: &mut [f32], lse: &mut [f32], s: &mut Scratch) => forward_kernel);
+simd!(pub(super) fn backward_head(g: &Dims, head: (&Rule, usize), grads: HeadGrads<'_>, s: &mut Scratch) => backward_kernel);
 
 /// One head forward (q scaled, kᵀ and v packed in `s`): for each query block, the key blocks
 /// it sees with a running row maximum `m` and normaliser `l` (the online softmax), then

@@ -5,25 +5,28 @@
 //! recomputes probabilities block by block. Both take [`AttentionOptions`]: causality, a Bool
 //! or additive mask (full or key-padding), cross-attention (`T_q != T_k`) and dropout on the
 //! probabilities; [`causal_attention`] and [`flash_causal_attention`] are their causal
-//! self-attention forms.
+//! self-attention forms, and [`flash_causal_attention_qkv`] the flash form over one packed
+//! `[B, T, 3C]` projection (heads read and written in place).
 //!
 //! Layout: `options.rs` holds the public options, `rule.rs` turns them into what the kernels
 //! read (mask bias rows, dropout factors), `geometry.rs` validates the inputs and holds the
 //! sizes, `tile.rs` the tile arithmetic, `head.rs` the per-head buffers and the split of heads
-//! across threads, and one file per form holds its op; the kernel layer's `simd!` picks the
-//! vector instructions at run time.
+//! across threads, one file per form holds its op, and `packed.rs` the flash form's packed
+//! door; the kernel layer's `simd!` picks the vector instructions at run time.
 
 mod flash;
 mod geometry;
 mod head;
 mod materialised;
 mod options;
+mod packed;
 mod rule;
 mod tile;
 
 pub use flash::{flash_causal_attention, scaled_dot_product_attention};
 pub use materialised::{attention_with_probabilities, causal_attention};
 pub use options::{AttentionDropout, AttentionMask, AttentionOptions};
+pub use packed::flash_causal_attention_qkv;
 
 use autograd_core::{ensure, Result, Tensor};
 
