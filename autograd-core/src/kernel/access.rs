@@ -173,7 +173,7 @@ impl<'a, T: Copy> Elements<'a, T> {
         self.for_each_run_in(start, out.len(), |r| {
             let dst = &mut out[i..i + r.len];
             match r.stride {
-                1 => copy_run(dst, &data[r.start..r.start + r.len]),
+                1 => copy_short(dst, &data[r.start..r.start + r.len]),
                 0 => dst.fill(data[r.start]),
                 s => dst
                     .iter_mut()
@@ -199,11 +199,17 @@ impl<'a, T: Copy> Elements<'a, T> {
     }
 }
 
-/// `dst = src` (equal lengths): short runs (a row of a head, a few cache lines) a vector at a
-/// time in line, where a call to `memcpy` costs more than the copy.
+/// `dst = src`: a short copy (a row of an attention head, a few cache lines) made a vector at
+/// a time in line, where a call to `memcpy` costs more than the copy; long ones are
+/// `copy_from_slice`.
+///
+/// # Panics
+/// When the lengths differ, as `copy_from_slice` does.
+#[allow(clippy::inline_always)] // the point: no call for a copy of a few vectors
 #[inline(always)]
-fn copy_run<T: Copy>(dst: &mut [T], src: &[T]) {
+pub fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
     const LANES: usize = 8;
+    assert_eq!(dst.len(), src.len(), "copy_short: lengths differ");
     if dst.len() > 16 * LANES {
         dst.copy_from_slice(src);
         return;
@@ -360,5 +366,27 @@ pub fn read_pair<T: Element, U: Element, R>(
             let (y, ly) = copied::<U>(b)?;
             Ok(f(Elements::new(&x, 0, &lx)?, Elements::new(&y, 0, &ly)?))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_short;
+
+    /// Every length around the in-line limit and the vector width copies exactly.
+    #[test]
+    fn short_copies_copy_every_element() {
+        for n in (0..20).chain(120..140).chain([200]) {
+            let src: Vec<u32> = (0..n).map(|i| i * 7 + 1).collect();
+            let mut dst = vec![0u32; n as usize];
+            copy_short(&mut dst, &src);
+            assert_eq!(dst, src, "length {n}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn a_short_copy_of_unequal_lengths_panics() {
+        copy_short(&mut [0.0f32; 3], &[1.0; 4]);
     }
 }

@@ -44,7 +44,7 @@ mod tensor_values;
 mod transpose;
 mod update;
 
-pub use access::{read, read_logical, read_logical_pair, read_pair, Elements, Run};
+pub use access::{copy_short, read, read_logical, read_logical_pair, read_pair, Elements, Run};
 pub use element::{Num, Real};
 pub use gemm::gemm_f32;
 pub use gemm_operand::{MatMut, MatRef};

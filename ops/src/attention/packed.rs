@@ -272,6 +272,6 @@ fn scatter(src: &[f32], rows: &mut [&mut [f32]]) {
         return;
     };
     for (row, from) in rows.iter_mut().zip(src.chunks_exact(n)) {
-        row.copy_from_slice(from);
+        autograd_core::kernel::copy_short(row, from);
     }
 }
