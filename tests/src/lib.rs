@@ -25,6 +25,17 @@ pub fn kind<T: std::fmt::Debug>(r: Result<T>) -> ErrorKind {
     r.expect_err("expected an error").kind()
 }
 
+/// Asserts `got` matches `want` element by element within `tol` relative to `1 + |want|`.
+pub fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
 /// `f(x)` for every element: a plain kernel with no autograd of its own, for test ops.
 pub fn map(x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
     let v = x.values::<f32>()?.into_iter().map(f).collect();

@@ -9,7 +9,7 @@ use autograd_core::{
     grad, gradcheck, graph_bytes, ErrorKind, GradOptions, GradcheckOptions, Result, Tensor,
 };
 use autograd_ops::{causal_attention, flash_causal_attention};
-use autograd_tests::{noise, strided, t, vals};
+use autograd_tests::{close, noise, strided, t, vals};
 use proptest::prelude::*;
 
 /// Plain loops in f64: the context `[B, H, T, D]` and the probabilities `[B, H, T, T]` of
@@ -43,16 +43,6 @@ fn reference(
         }
     }
     (o, p)
-}
-
-fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
 }
 
 /// Random q, k, v leaves of `dims`.

@@ -5,17 +5,7 @@
 
 use autograd_core::{grad, gradcheck, ErrorKind, GradOptions, GradcheckOptions, Tensor};
 use autograd_ops::{flash_causal_attention, flash_causal_attention_qkv, permute, reshape};
-use autograd_tests::{noise, t, vals};
-
-fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
-}
+use autograd_tests::{close, kind, noise, t, vals};
 
 /// The same attention composed from views: q, k and v narrowed from `qkv`, each viewed as
 /// `[B, H, T, D]`, `flash_causal_attention`, and the heads merged back into `[B, T, C]`.
@@ -134,7 +124,6 @@ fn empty_batches_and_sequences_give_empty_results_and_gradients() {
 fn bad_input_is_an_error_of_the_right_kind_and_changes_nothing() {
     let qkv = t(&noise(2 * 3 * 12, 11), &[2, 3, 12]);
     let before = vals(&qkv);
-    let kind = |r: autograd_core::Result<Tensor>| r.unwrap_err().kind();
     // rank, no head, a width that is not 3 x heads x D, an empty width
     let flat = t(&before, &[72]);
     assert_eq!(

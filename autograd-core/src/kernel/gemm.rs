@@ -443,6 +443,12 @@ mod tests {
         }
     }
 
+    /// The checked geometry of a `rows x cols` operand laid out as `lay`.
+    fn geo(name: &str, lay: Lay, rows: usize, cols: usize) -> Geometry {
+        let (offset, rs, cs, len) = geometry(lay, rows, cols);
+        Geometry::checked(name, len, offset, (rows, cols), (rs, cs)).unwrap()
+    }
+
     /// Runs one case and compares against a naive triple loop with f64 accumulation; also checks
     /// that slots of C's slice outside the view are untouched.
     fn check(
@@ -791,92 +797,77 @@ mod tests {
         assert_eq!(c1, [3.0, 3.0]);
     }
 
-    /// Products that go through a column-major scratch (C row-major or padded, B a transposed
-    /// row-major matrix with at least twice A's rows in columns), with edges that are not whole
-    /// eight-by-eight blocks, split over up to three threads: they match the naive product
-    /// and leave C's padding alone. The same products accumulating take the direct route.
-    #[test]
-    fn products_through_a_column_major_scratch() {
-        let geo = |name, lay, rows, cols| {
-            let (offset, rs, cs, len) = geometry(lay, rows, cols);
-            Geometry::checked(name, len, offset, (rows, cols), (rs, cs)).unwrap()
-        };
-        for (m, k, n) in [
-            (64, 64, 128),
-            (67, 70, 201),
-            (129, 100, 300),
-            (64, 784, 256),
-        ] {
+    /// `route` of a product of `shape` with A and C row-major and B laid out as `lb`.
+    fn of_shape(
+        (m, k, n): (usize, usize, usize),
+        lb: Lay,
+        route: impl Fn(Geometry, Geometry, Geometry) -> bool,
+    ) -> bool {
+        let c = geo("C", Lay::RowMajor, m, n);
+        route(geo("A", Lay::RowMajor, m, k), geo("B", lb, k, n), c)
+    }
+
+    /// For each shape, with B a transposed row-major matrix and C row-major or padded: `route`
+    /// holds of the geometries, and the products with A laid out as each of `las`, on one to
+    /// three threads, overwriting and accumulating, match the naive product.
+    fn check_route(
+        shapes: &[(usize, usize, usize)],
+        las: &[Lay],
+        seed: u64,
+        route: impl Fn(Geometry, Geometry, Geometry) -> bool,
+    ) {
+        for &(m, k, n) in shapes {
             for lc in [Lay::RowMajor, Lay::Padded] {
                 let (ga, gb, gc) = (
                     geo("A", Lay::RowMajor, m, k),
                     geo("B", Lay::Transposed, k, n),
                     geo("C", lc, m, n),
                 );
-                assert!(
-                    through_column_major(ga, gb, gc, false),
-                    "{m}x{k}x{n} {lc:?}"
-                );
-                assert!(!through_column_major(ga, gb, gc, true));
-                for la in [
-                    Lay::RowMajor,
-                    Lay::Transposed,
-                    Lay::Padded,
-                    Lay::BroadcastRow,
-                ] {
+                assert!(route(ga, gb, gc), "{m}x{k}x{n} {lc:?}");
+                for &la in las {
                     for threads in [1, 2, 3] {
                         for accumulate in [false, true] {
-                            check(
-                                (m, k, n),
-                                (la, Lay::Transposed, lc),
-                                accumulate,
-                                threads,
-                                13,
-                            );
+                            let lays = (la, Lay::Transposed, lc);
+                            check((m, k, n), lays, accumulate, threads, seed);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Products that go through a column-major scratch (C row-major or padded, B a transposed
+    /// row-major matrix with at least twice A's rows in columns), with edges that are not whole
+    /// eight-by-eight blocks, split over up to three threads: they match the naive product
+    /// and leave C's padding alone. The same products accumulating take the direct route.
+    #[test]
+    fn products_through_a_column_major_scratch() {
+        let shapes = [
+            (64, 64, 128),
+            (67, 70, 201),
+            (129, 100, 300),
+            (64, 784, 256),
+        ];
+        let las = [
+            Lay::RowMajor,
+            Lay::Transposed,
+            Lay::Padded,
+            Lay::BroadcastRow,
+        ];
+        check_route(&shapes, &las, 13, |a, b, c| {
+            through_column_major(a, b, c, false) && !through_column_major(a, b, c, true)
+        });
         // the route's limits: not twice as wide, too few rows, too shallow, B row-major
-        let a = geo("A", Lay::RowMajor, 64, 100);
-        let c = geo("C", Lay::RowMajor, 64, 127);
-        assert!(!through_column_major(
-            a,
-            geo("B", Lay::Transposed, 100, 127),
-            c,
-            false
-        ));
-        let (a, c) = (
-            geo("A", Lay::RowMajor, 63, 100),
-            geo("C", Lay::RowMajor, 63, 200),
-        );
-        assert!(!through_column_major(
-            a,
-            geo("B", Lay::Transposed, 100, 200),
-            c,
-            false
-        ));
-        let (a, c) = (
-            geo("A", Lay::RowMajor, 64, 63),
-            geo("C", Lay::RowMajor, 64, 200),
-        );
-        assert!(!through_column_major(
-            a,
-            geo("B", Lay::Transposed, 63, 200),
-            c,
-            false
-        ));
-        let (a, c) = (
-            geo("A", Lay::RowMajor, 64, 100),
-            geo("C", Lay::RowMajor, 64, 200),
-        );
-        assert!(!through_column_major(
-            a,
-            geo("B", Lay::RowMajor, 100, 200),
-            c,
-            false
-        ));
+        for (shape, lb) in [
+            ((64, 100, 127), Lay::Transposed),
+            ((63, 100, 200), Lay::Transposed),
+            ((64, 63, 200), Lay::Transposed),
+            ((64, 100, 200), Lay::RowMajor),
+        ] {
+            assert!(!of_shape(shape, lb, |a, b, c| through_column_major(
+                a, b, c, false
+            )));
+        }
     }
 
     /// Products whose B is copied row-major first (a transposed row-major matrix with a row
@@ -884,53 +875,18 @@ mod tests {
     /// threads, overwriting and accumulating: they match the naive product.
     #[test]
     fn products_with_b_copied_row_major() {
-        let geo = |name, lay, rows, cols| {
-            let (offset, rs, cs, len) = geometry(lay, rows, cols);
-            Geometry::checked(name, len, offset, (rows, cols), (rs, cs)).unwrap()
-        };
-        for (m, k, n) in [(96, 512, 64), (70, 1024, 131), (16, 512, 16)] {
-            for lc in [Lay::RowMajor, Lay::Padded] {
-                let (ga, gb, gc) = (
-                    geo("A", Lay::RowMajor, m, k),
-                    geo("B", Lay::Transposed, k, n),
-                    geo("C", lc, m, n),
-                );
-                assert!(!through_column_major(ga, gb, gc, false));
-                assert!(gathers_along_a_critical_stride(ga, gb, gc), "{m}x{k}x{n}");
-                for la in [Lay::RowMajor, Lay::Transposed, Lay::BroadcastRow] {
-                    for threads in [1, 2, 3] {
-                        for accumulate in [false, true] {
-                            check(
-                                (m, k, n),
-                                (la, Lay::Transposed, lc),
-                                accumulate,
-                                threads,
-                                17,
-                            );
-                        }
-                    }
-                }
-            }
-        }
+        let shapes = [(96, 512, 64), (70, 1024, 131), (16, 512, 16)];
+        let las = [Lay::RowMajor, Lay::Transposed, Lay::BroadcastRow];
+        check_route(&shapes, &las, 17, |a, b, c| {
+            !through_column_major(a, b, c, false) && gathers_along_a_critical_stride(a, b, c)
+        });
         // a stride of 768 floats (1 KiB multiple) and a row-major B keep the direct route
-        let (a, c) = (
-            geo("A", Lay::RowMajor, 64, 768),
-            geo("C", Lay::RowMajor, 64, 64),
-        );
-        assert!(!gathers_along_a_critical_stride(
-            a,
-            geo("B", Lay::Transposed, 768, 64),
-            c
-        ));
-        let (a, c) = (
-            geo("A", Lay::RowMajor, 64, 512),
-            geo("C", Lay::RowMajor, 64, 64),
-        );
-        assert!(!gathers_along_a_critical_stride(
-            a,
-            geo("B", Lay::RowMajor, 512, 64),
-            c
-        ));
+        for (shape, lb) in [
+            ((64, 768, 64), Lay::Transposed),
+            ((64, 512, 64), Lay::RowMajor),
+        ] {
+            assert!(!of_shape(shape, lb, gathers_along_a_critical_stride));
+        }
     }
 
     fn lay() -> impl Strategy<Value = Lay> {
