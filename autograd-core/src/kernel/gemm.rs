@@ -158,6 +158,8 @@ fn kernel(
     // (B's columns) when C is wide and short. (Inside the `gemm` crate, small products split
     // poorly, and its rayon workers sleep between products.)
     let by_rows = ga.rows >= gb.cols;
+    // the scratch holds whole columns of C: bands must be of columns (`2 m <= n` routes it)
+    debug_assert!(!(transposed && by_rows), "a column-major C split by rows");
     let long = if by_rows { ga.rows } else { gb.cols };
     let wanted = if threads > 1 {
         threads.min(long / BAND_MIN)

@@ -323,28 +323,30 @@ mod tests {
     use crate::{shape, Tensor};
 
     /// Rows written whole come out the same from both doors, trailing rows and rows along an
-    /// inner axis (whose results are transposed into place), after the pool has handed out
-    /// and taken back a buffer of stale values of the same size.
+    /// inner axis (whose results are transposed into place), the overwriting door given a
+    /// pooled buffer of stale values (96 KiB, above the pool's smallest size).
     #[test]
     fn overwritten_rows_match_zeroed_rows_when_every_element_is_written() {
-        let x = Tensor::from_vec((0..24).map(|v| v as f32).collect(), shape![2, 3, 4]).unwrap();
+        let dims = [2, 3, 4096];
+        let len = 2 * 3 * 4096;
+        let x = Tensor::from_vec((0..len).map(|v| v as f32).collect(), shape![2, 3, 4096]).unwrap();
         for rows in [
-            Rows::trailing(&[2, 3, 4], 1),
-            Rows::along("t", &[2, 3, 4], 1).unwrap(),
+            Rows::trailing(&dims, 1),
+            Rows::along("t", &dims, 1).unwrap(),
         ] {
             let f = |k: usize, (): &mut (), out: &mut [f32]| {
                 for (i, o) in out.iter_mut().enumerate() {
                     *o = (k * 10 + i) as f32;
                 }
             };
-            // a result of the same size, dropped: its buffer goes back to the pool
-            drop(Tensor::from_vec(vec![f32::NAN; 24], shape![2, 3, 4]).unwrap());
-            let zeroed = write_rows::<f32, ()>(&x, rows, f).unwrap();
+            // a buffer of the result's size, dropped: it goes back to the pool
+            drop(Tensor::from_vec(vec![f32::NAN; len], shape![2, 3, 4096]).unwrap());
             let overwritten = overwrite_rows::<f32, ()>(&x, rows, f).unwrap();
-            assert_eq!(zeroed.dims(), [2, 3, 4]);
+            let zeroed = write_rows::<f32, ()>(&x, rows, f).unwrap();
+            assert_eq!(overwritten.dims(), dims);
             assert_eq!(
-                zeroed.values::<f32>().unwrap(),
-                overwritten.values::<f32>().unwrap()
+                overwritten.values::<f32>().unwrap(),
+                zeroed.values::<f32>().unwrap()
             );
         }
     }

@@ -47,10 +47,15 @@ fn causal_self_attention(
             v.shape()
         );
     }
+    Ok(causal_spec(op, scale))
+}
+
+/// The spec of causal attention with `scale` (checked with the inputs' extents when resolved).
+fn causal_spec(op: &'static str, scale: Option<f32>) -> rule::Spec {
     let options = AttentionOptions {
         causal: true,
         scale,
         ..AttentionOptions::default()
     };
-    Ok(rule::Spec::of(op, &options).0)
+    rule::Spec::of(op, &options).0
 }

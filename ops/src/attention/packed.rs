@@ -8,7 +8,7 @@ use autograd_core::{
     differentiable, ensure, shape, stride, Captured, DType, Layout, Result, Tensor,
 };
 
-use super::causal_self_attention;
+use super::causal_spec;
 use super::flash::{backward_head, forward_head, pack_backward};
 use super::geometry::{Dims, Side};
 use super::head::{for_each_head, pack_forward, results2, HeadGrads, Input, Want};
@@ -44,9 +44,7 @@ pub fn flash_causal_attention_qkv(
 ) -> Result<Tensor> {
     const OP: &str = "flash_causal_attention_qkv";
     let packing = Packing::of(OP, qkv, heads)?;
-    let [q, k, v] = packing.parts(qkv)?;
-    let spec = causal_self_attention(OP, [&q, &k, &v], scale)?;
-    packed(qkv, packing, spec)
+    packed(qkv, packing, causal_spec(OP, scale))
 }
 
 /// The extents of a packed projection `[B, T, 3 · H · D]`.
@@ -96,13 +94,13 @@ impl Packing {
         self.heads * self.d
     }
 
-    /// `t`'s compact row-major storage: itself, or a copy.
+    /// `t`'s compact row-major storage: itself, or a copy (outside the graph).
     fn compact(t: &Tensor) -> Result<Tensor> {
         let l = t.layout();
         if l.size() == l.cosize() && l.is_row_major_contiguous() {
             Ok(t.clone())
         } else {
-            t.contiguous()
+            t.detach().contiguous()
         }
     }
 
