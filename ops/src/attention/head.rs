@@ -61,7 +61,8 @@ pub(super) struct Scratch {
     pub panel: Vec<f32>,
     pub dpanel: Vec<f32>,
     pub zpanel: Vec<f32>,
-    /// One head of an input on its way to a transposed buffer.
+    /// One head of an input on its way to a transposed buffer, or a head's results on their
+    /// way to their rows of a packed tensor.
     pub tmp: Vec<f32>,
     /// `BLOCK x BLOCK` tiles.
     pub s: Box<[f32; BLOCK * BLOCK]>,
@@ -204,7 +205,7 @@ pub(super) fn pack_forward(
 
 /// `buf` with `len` elements for a caller that overwrites every one: kept as it is when it
 /// already has that length (the scratch of the previous head), else zeros.
-fn sized(buf: &mut Vec<f32>, len: usize) -> Result<()> {
+pub(super) fn sized(buf: &mut Vec<f32>, len: usize) -> Result<()> {
     if buf.len() == len {
         Ok(())
     } else {

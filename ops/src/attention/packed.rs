@@ -11,7 +11,7 @@ use autograd_core::{
 use super::causal_spec;
 use super::flash::{backward_head, forward_head, pack_backward};
 use super::geometry::{Dims, Side};
-use super::head::{for_each_head, pack_forward, results2, HeadGrads, Input, Want};
+use super::head::{for_each_head, pack_forward, results2, sized, HeadGrads, Input, Want};
 use super::rule::Spec;
 
 /// Causal self-attention over `qkv` `[B, T, 3C]` (Float32): q, k and v are its three
@@ -94,13 +94,13 @@ impl Packing {
         self.heads * self.d
     }
 
-    /// `t`'s compact row-major storage: itself, or a copy (outside the graph).
+    /// `t`'s compact row-major storage: itself, or a copy (which has no autograd state).
     fn compact(t: &Tensor) -> Result<Tensor> {
         let l = t.layout();
-        if l.size() == l.cosize() && l.is_row_major_contiguous() {
+        if t.subtensor_count() == 1 && l.size() == l.cosize() && l.is_row_major_contiguous() {
             Ok(t.clone())
         } else {
-            t.detach().contiguous()
+            t.contiguous()
         }
     }
 
@@ -159,9 +159,12 @@ fn packed(qkv: &Tensor, packing: Packing, spec: Spec) -> Result<Tensor> {
             for_each_head(&dims, items, |(b, ([mut rows], lse)), s| {
                 s.reserve_accumulators(&dims)?;
                 pack_forward(s, [&q, &k, &v], b, &dims)?;
-                let mut o = vec![0.0f32; dims.head_len(Side::Query)];
+                // the context through the thread's temporary (every element written)
+                let mut o = std::mem::take(&mut s.tmp);
+                sized(&mut o, dims.head_len(Side::Query))?;
                 forward_head(&dims, (&rule, b), &mut o, lse, s);
                 scatter(&o, &mut rows);
+                s.tmp = o;
                 Ok(())
             })
         },
@@ -220,8 +223,10 @@ fn backward(
             |(b, [mut dq_rows, mut dk_rows, mut dv_rows]), s| {
                 s.reserve_accumulators(&g)?;
                 pack_backward(s, [&q, &k, &v], [&o, &lse, &go], b, &g)?;
+                // dq, dk and dv through the thread's temporary (every element written)
                 let n = g.head_len(Side::Query);
-                let mut grads = vec![0.0f32; 3 * n];
+                let mut grads = std::mem::take(&mut s.tmp);
+                sized(&mut grads, 3 * n)?;
                 let (dq, rest) = grads.split_at_mut(n);
                 let (dk, dv) = rest.split_at_mut(n);
                 backward_head(
@@ -241,6 +246,7 @@ fn backward(
                 scatter(dq, &mut dq_rows);
                 scatter(dk, &mut dk_rows);
                 scatter(dv, &mut dv_rows);
+                s.tmp = grads;
                 Ok(())
             },
         )
