@@ -95,6 +95,8 @@ fn steps(world: &World, quick: bool) -> Result<()> {
         in_step.borrow_mut().push(start.elapsed());
         opt.step()?;
         opt.zero_grad()?;
+        // W2's step: the batch's gradient is cleared too, not summed over the steps
+        x.set_grad(None)?;
         Ok(loss.item()?.to_f64())
     })?;
     let mut in_step = in_step.into_inner().split_off(warm);
