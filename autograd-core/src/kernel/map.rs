@@ -205,12 +205,12 @@ fn fill_from<T: Element, U: Element>(
         }
         return;
     }
+    // a strided or broadcast input: each chunk gathered dense first, so that the map runs
+    // vectorised as over a dense input
     run_chunks(out, |start, o| {
-        let mut i = 0;
-        x.for_each_in(start, o.len(), |v| {
-            o[i] = f(v);
-            i += 1;
-        });
+        let mut dense = vec![T::default(); o.len()];
+        x.copy_range(start, &mut dense);
+        map_slice(o, &dense, f);
     });
 }
 
