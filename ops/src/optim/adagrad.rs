@@ -11,7 +11,7 @@ use super::group::{borrowed, flag, Groups, ParamGroup};
 use super::parameter::{
     check_eps, check_gradients, check_non_negative, check_parameters, decimal, sign_of,
 };
-use super::update::{step_all, update};
+use super::update::{step_all, update, Bound};
 use super::Optimizer;
 
 /// The hyperparameters of [`Adagrad`]; `Default` is PyTorch's (lr 1e-2, eps 1e-10,
@@ -219,13 +219,19 @@ impl Optimizer for Adagrad {
             // the rate in f64, as PyTorch's Python float
             let clr = decimal(o.lr) / (1.0 + (s.step - 1) as f64 * decimal(c.lr_decay));
             let neg_clr = (-clr) as f32;
-            update(p, g, scratch, [&mut s.sum], |p, g, [sum]| {
-                let g = sign * g;
-                let g = if wd == 0.0 { g } else { g + wd * *p };
-                *sum += g * g;
-                let std = sum.sqrt() + eps;
-                *p += neg_clr * g / std;
-            })
+            update(
+                p,
+                (g, Bound::Arithmetic),
+                scratch,
+                [&mut s.sum],
+                |p, g, [sum]| {
+                    let g = sign * g;
+                    let g = if wd == 0.0 { g } else { g + wd * *p };
+                    *sum += g * g;
+                    let std = sum.sqrt() + eps;
+                    *p += neg_clr * g / std;
+                },
+            )
         })
     }
 

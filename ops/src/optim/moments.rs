@@ -10,7 +10,7 @@ use crate::persist::optimizer_state::{self, names_of, Loaded, Slot};
 
 use super::group::{borrowed, flag, Groups};
 use super::parameter::{check_gradients, check_non_negative, check_parameters, decimal, sign_of};
-use super::update::{step_all, update};
+use super::update::{step_all, update, Bound};
 
 /// The hyperparameters both variants take besides each group's rate and weight decay.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -182,7 +182,7 @@ impl AdamCore {
             match &mut m.max_exp_avg_sq {
                 None => update(
                     p,
-                    g,
+                    (g, Bound::Arithmetic),
                     scratch,
                     [&mut m.exp_avg, &mut m.exp_avg_sq],
                     |p, g, [m, v]| {
@@ -193,7 +193,7 @@ impl AdamCore {
                 ),
                 Some(vmax) => update(
                     p,
-                    g,
+                    (g, Bound::Arithmetic),
                     scratch,
                     [&mut m.exp_avg, &mut m.exp_avg_sq, vmax],
                     |p, g, [m, v, vmax]| {

@@ -13,7 +13,7 @@ use super::moments::lerp;
 use super::parameter::{
     check_eps, check_gradients, check_non_negative, check_parameters, decimal, sign_of,
 };
-use super::update::{step_all, update};
+use super::update::{step_all, update, Bound};
 use super::Optimizer;
 
 /// The hyperparameters of [`RmsProp`]; `Default` is PyTorch's (lr 1e-2, alpha 0.99, eps 1e-8,
@@ -271,30 +271,44 @@ impl Optimizer for RmsProp {
                 g
             };
             match (&mut s.momentum_buffer, &mut s.grad_avg) {
-                (None, None) => update(p, g, scratch, [&mut s.square_avg], |p, g, [sq]| {
-                    let g = grad(*p, g, sq);
-                    let avg = sq.sqrt() + eps;
-                    *p += -lr * g / avg;
-                }),
-                (Some(b), None) => {
-                    update(p, g, scratch, [&mut s.square_avg, b], |p, g, [sq, b]| {
+                (None, None) => update(
+                    p,
+                    (g, Bound::Arithmetic),
+                    scratch,
+                    [&mut s.square_avg],
+                    |p, g, [sq]| {
+                        let g = grad(*p, g, sq);
+                        let avg = sq.sqrt() + eps;
+                        *p += -lr * g / avg;
+                    },
+                ),
+                (Some(b), None) => update(
+                    p,
+                    (g, Bound::Arithmetic),
+                    scratch,
+                    [&mut s.square_avg, b],
+                    |p, g, [sq, b]| {
                         let g = grad(*p, g, sq);
                         let avg = sq.sqrt() + eps;
                         *b = *b * mu + g / avg;
                         *p += -lr * *b;
-                    })
-                }
-                (None, Some(m)) => {
-                    update(p, g, scratch, [&mut s.square_avg, m], |p, g, [sq, m]| {
+                    },
+                ),
+                (None, Some(m)) => update(
+                    p,
+                    (g, Bound::Arithmetic),
+                    scratch,
+                    [&mut s.square_avg, m],
+                    |p, g, [sq, m]| {
                         let g = grad(*p, g, sq);
                         *m = lerp(*m, g, w);
                         let avg = (*sq - *m * *m).sqrt() + eps;
                         *p += -lr * g / avg;
-                    })
-                }
+                    },
+                ),
                 (Some(b), Some(m)) => update(
                     p,
-                    g,
+                    (g, Bound::Arithmetic),
                     scratch,
                     [&mut s.square_avg, b, m],
                     |p, g, [sq, b, m]| {
