@@ -173,15 +173,18 @@ fn adamw_matches_a_plain_loop_reference_over_three_steps() {
         eps: 1e-8,
         weight_decay: 0.1,
     };
-    let p0 = noise(6, 3);
-    let grads: Vec<Vec<f32>> = (0..3).map(|k| noise(6, 20 + k)).collect();
-    let p = t(&p0, &[2, 3]);
-    let mut opt = AdamW::new(vec![p.clone()], config).unwrap();
-    for g in &grads {
-        opt.step_with(&[Some(t(g, &[2, 3]))]).unwrap();
+    // 6 elements run the update's scalar loop; 37 and 1,000 its vector loop and its tail
+    for n in [6, 37, 1000] {
+        let p0 = noise(n, 3);
+        let grads: Vec<Vec<f32>> = (0..3).map(|k| noise(n, 20 + k)).collect();
+        let p = t(&p0, &[n]);
+        let mut opt = AdamW::new(vec![p.clone()], config).unwrap();
+        for g in &grads {
+            opt.step_with(&[Some(t(g, &[n]))]).unwrap();
+        }
+        assert_eq!(opt.steps(0), 3);
+        close(&vals(&p), &adamw_reference(&p0, &grads, config), 1e-6);
     }
-    assert_eq!(opt.steps(0), 3);
-    close(&vals(&p), &adamw_reference(&p0, &grads, config), 1e-6);
 }
 
 #[test]

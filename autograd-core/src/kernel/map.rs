@@ -337,6 +337,35 @@ fn zip_slices<T: Element, U: Element, V: Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shape;
+
+    /// A strided or broadcast input is gathered a chunk at a time and mapped vectorised: the
+    /// same bits as mapping its compact copy, across chunk boundaries, serially and in
+    /// parallel (29,100 elements: four chunks, above the parallel threshold).
+    #[test]
+    fn map_of_a_strided_or_broadcast_input_equals_map_of_its_compact_copy() {
+        let (r, c) = (300, 97);
+        let values = (0..r * c).map(|v| (v as f32 * 0.37).sin() * 9.0).collect();
+        let x = Tensor::from_vec(values, shape![r, c]).unwrap();
+        let row = x.narrow(0, 7, 1).unwrap();
+        let views = [
+            x.transpose(0, 1).unwrap(),
+            x.narrow(1, 3, 50).unwrap(),
+            row.broadcast_to(&[r, c][..]).unwrap(),
+        ];
+        let f = |v: f32| crate::kernel::math::tanh_f32(v) * v;
+        for v in &views {
+            let want = map(&v.contiguous().unwrap(), f).unwrap();
+            let got = map(v, f).unwrap();
+            assert_eq!(got.dims(), v.dims());
+            assert_eq!(
+                got.values::<f32>().unwrap(),
+                want.values::<f32>().unwrap(),
+                "view of shape {}",
+                v.shape()
+            );
+        }
+    }
 
     #[test]
     fn update_f32_is_bounded_by_the_shorter_slice_in_parallel_too() {
