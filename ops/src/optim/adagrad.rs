@@ -221,7 +221,8 @@ impl Optimizer for Adagrad {
             let neg_clr = (-clr) as f32;
             update(
                 p,
-                (g, Bound::Arithmetic),
+                g,
+                Bound::Arithmetic,
                 scratch,
                 [&mut s.sum],
                 |p, g, [sum]| {

@@ -182,7 +182,8 @@ impl AdamCore {
             match &mut m.max_exp_avg_sq {
                 None => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut m.exp_avg, &mut m.exp_avg_sq],
                     |p, g, [m, v]| {
@@ -193,7 +194,8 @@ impl AdamCore {
                 ),
                 Some(vmax) => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut m.exp_avg, &mut m.exp_avg_sq, vmax],
                     |p, g, [m, v, vmax]| {

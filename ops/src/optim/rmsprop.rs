@@ -273,7 +273,8 @@ impl Optimizer for RmsProp {
             match (&mut s.momentum_buffer, &mut s.grad_avg) {
                 (None, None) => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut s.square_avg],
                     |p, g, [sq]| {
@@ -284,7 +285,8 @@ impl Optimizer for RmsProp {
                 ),
                 (Some(b), None) => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut s.square_avg, b],
                     |p, g, [sq, b]| {
@@ -296,7 +298,8 @@ impl Optimizer for RmsProp {
                 ),
                 (None, Some(m)) => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut s.square_avg, m],
                     |p, g, [sq, m]| {
@@ -308,7 +311,8 @@ impl Optimizer for RmsProp {
                 ),
                 (Some(b), Some(m)) => update(
                     p,
-                    (g, Bound::Arithmetic),
+                    g,
+                    Bound::Arithmetic,
                     scratch,
                     [&mut s.square_avg, b, m],
                     |p, g, [sq, b, m]| {

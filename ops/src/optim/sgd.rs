@@ -295,7 +295,7 @@ fn plain<const DECAY: bool>(
     sign: f32,
 ) -> Result<()> {
     let (lr, wd) = (c.lr, c.weight_decay);
-    update(p, (g, Bound::Memory), scratch, [], |p, g, []| {
+    update(p, g, Bound::Memory, scratch, [], |p, g, []| {
         *p += -lr * decayed::<DECAY>(*p, sign * g, wd);
     })
 }
@@ -311,7 +311,7 @@ fn with_momentum<const FIRST: bool, const NESTEROV: bool, const DECAY: bool>(
     sign: f32,
 ) -> Result<()> {
     let (lr, wd, mu, keep) = (c.lr, c.weight_decay, c.momentum, 1.0 - c.dampening);
-    update(p, (g, Bound::Memory), scratch, [buf], |p, g, [b]| {
+    update(p, g, Bound::Memory, scratch, [buf], |p, g, [b]| {
         let d = decayed::<DECAY>(*p, sign * g, wd);
         *b = if FIRST { d } else { mu * *b + keep * d };
         let d = if NESTEROV { d + mu * *b } else { *b };

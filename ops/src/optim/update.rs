@@ -91,7 +91,8 @@ where
 /// disabled; bumps the parameter's version once. `bound` says how the loop is compiled.
 pub(crate) fn update<const K: usize, F>(
     param: &Tensor,
-    (grad, bound): (&Tensor, Bound),
+    grad: &Tensor,
+    bound: Bound,
     scratch: &mut Vec<f32>,
     state: [&mut [f32]; K],
     f: F,
