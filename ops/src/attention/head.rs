@@ -61,9 +61,11 @@ pub(super) struct Scratch {
     pub panel: Vec<f32>,
     pub dpanel: Vec<f32>,
     pub zpanel: Vec<f32>,
-    /// One head of an input on its way to a transposed buffer, or a head's results on their
-    /// way to their rows of a packed tensor.
+    /// One head of an input on its way to a transposed buffer.
     pub tmp: Vec<f32>,
+    /// A head's results on their way to their rows of a packed tensor (apart from `tmp`,
+    /// whose length differs, so that neither is zeroed again for every head).
+    pub results: Vec<f32>,
     /// `BLOCK x BLOCK` tiles.
     pub s: Box<[f32; BLOCK * BLOCK]>,
     pub ds: Box<[f32; BLOCK * BLOCK]>,
@@ -89,6 +91,7 @@ impl Default for Scratch {
             dpanel: Vec::new(),
             zpanel: Vec::new(),
             tmp: Vec::new(),
+            results: Vec::new(),
             s: Box::new([0.0; BLOCK * BLOCK]),
             ds: Box::new([0.0; BLOCK * BLOCK]),
             pz: Box::new([0.0; BLOCK * BLOCK]),
@@ -319,6 +322,7 @@ impl Scratch {
             &self.dpanel,
             &self.zpanel,
             &self.tmp,
+            &self.results,
         ]
         .iter()
         .map(|b| b.capacity())

@@ -159,12 +159,12 @@ fn packed(qkv: &Tensor, packing: Packing, spec: Spec) -> Result<Tensor> {
             for_each_head(&dims, items, |(b, ([mut rows], lse)), s| {
                 s.reserve_accumulators(&dims)?;
                 pack_forward(s, [&q, &k, &v], b, &dims)?;
-                // the context through the thread's temporary (every element written)
-                let mut o = std::mem::take(&mut s.tmp);
+                // the context through the thread's results buffer (every element written)
+                let mut o = std::mem::take(&mut s.results);
                 sized(&mut o, dims.head_len(Side::Query))?;
                 forward_head(&dims, (&rule, b), &mut o, lse, s);
                 scatter(&o, &mut rows);
-                s.tmp = o;
+                s.results = o;
                 Ok(())
             })
         },
@@ -223,9 +223,9 @@ fn backward(
             |(b, [mut dq_rows, mut dk_rows, mut dv_rows]), s| {
                 s.reserve_accumulators(&g)?;
                 pack_backward(s, [&q, &k, &v], [&o, &lse, &go], b, &g)?;
-                // dq, dk and dv through the thread's temporary (every element written)
+                // dq, dk and dv through the thread's results buffer (every element written)
                 let n = g.head_len(Side::Query);
-                let mut grads = std::mem::take(&mut s.tmp);
+                let mut grads = std::mem::take(&mut s.results);
                 sized(&mut grads, 3 * n)?;
                 let (dq, rest) = grads.split_at_mut(n);
                 let (dk, dv) = rest.split_at_mut(n);
@@ -246,7 +246,7 @@ fn backward(
                 scatter(dq, &mut dq_rows);
                 scatter(dk, &mut dk_rows);
                 scatter(dv, &mut dv_rows);
-                s.tmp = grads;
+                s.results = grads;
                 Ok(())
             },
         )
