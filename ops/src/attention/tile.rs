@@ -40,6 +40,10 @@ pub(super) fn scores<M: Madd>(
         let Some(a) = a.get(r * d..(r + ROWS) * d) else {
             return;
         };
+        // the register tile's rows, each exactly `d` long, so that the loop over `x < d`
+        // reads them without a bounds check (one against a spilled length per FMA made the
+        // loop wait on loads rather than on its multiply-adds)
+        let rows: [&[f32]; ROWS] = std::array::from_fn(|k| &a[k * d..][..d]);
         for half in 0..2 {
             let at = r * BLOCK + half * HALF;
             if diagonal && half * HALF > r + ROWS - 1 {
@@ -56,8 +60,8 @@ pub(super) fn scores<M: Madd>(
                 else {
                     return;
                 };
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    let p = a[k * d + x];
+                for (acc, row) in acc.iter_mut().zip(&rows) {
+                    let p = row[x];
                     for c in 0..HALF {
                         acc[c] = M::madd(p, b[c], acc[c]);
                     }
