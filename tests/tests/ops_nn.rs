@@ -446,6 +446,21 @@ fn layer_norm_computes_only_the_wanted_gradients_and_they_agree_with_backward() 
         vals(full[1].as_ref().unwrap()),
         vals(only_w[0].as_ref().unwrap())
     );
+    // dx alone (one pass) and beside dw and db (the fused pass) are the same bits
+    let only_x = grad(
+        &y,
+        &[&x],
+        &g,
+        GradOptions {
+            retain_graph: true,
+            ..GradOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        vals(full[0].as_ref().unwrap()),
+        vals(only_x[0].as_ref().unwrap())
+    );
     let only_b = grad(&y, &[&b], &g, GradOptions::default()).unwrap();
     assert_eq!(
         vals(full[2].as_ref().unwrap()),

@@ -56,8 +56,8 @@ pub use output::{fresh, fresh_like, fresh_overwritten};
 pub use parallel::{threads, PARALLEL_THRESHOLD};
 pub use reduce::{reduce, reduced_dims, sum_f32};
 pub use row::{
-    column_sums, map_rows, map_rows_along, overwrite_rows, per_row, read_row_pair, read_rows, row,
-    write_rows, Rows,
+    column_sums, map_rows, map_rows_along, overwrite_rows, overwrite_rows_summing,
+    overwrite_rows_with, per_row, read_row_pair, read_rows, row, write_rows, Rows,
 };
 pub use row_reduction::{lane_sum, lane_sum_runs, log_sum_exp_shifted, row_max, sum_f64};
 pub use scatter_rows::scatter_rows;

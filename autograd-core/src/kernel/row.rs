@@ -5,7 +5,9 @@
 //!
 //! [`map_rows`] and [`map_rows_along`] are the whole of a row map; a kernel that reads two
 //! tensors' rows, skips rows or returns per-row values builds on the parts: [`read_rows`] or
-//! [`read_row_pair`], [`row`], then [`write_rows`], [`per_row`] or [`column_sums`].
+//! [`read_row_pair`], [`row`], then [`write_rows`], [`per_row`] or [`column_sums`] (or
+//! [`overwrite_rows_with`] and [`overwrite_rows_summing`] for rows and per-row values or
+//! column sums in one pass).
 //!
 //! ```
 //! use autograd_core::{kernel, shape, Tensor};
@@ -22,7 +24,7 @@
 use super::access::{read, read_pair, Elements};
 use super::output::{fresh_like_with, Init};
 use super::parallel::{parallel, CHUNK};
-use super::team::{for_each_chunk_mut, map_tasks};
+use super::team::{for_each_chunk_mut, map_chunks_mut, map_tasks};
 use crate::error::{ensure, Result};
 use crate::layout::Layout;
 use crate::storage::allocation::{filled, with_capacity};
@@ -184,7 +186,10 @@ pub fn write_rows<V: Element, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
 ) -> Result<Tensor> {
-    write_rows_from(like, rows, Init::Zeroed, f)
+    write_rows_from(like, rows, Init::Zeroed, |out| {
+        each_row(out, rows.n, &f);
+        Ok(())
+    })
 }
 
 /// [`write_rows`] for an `f` that writes every element of `out_row`, which starts with
@@ -194,14 +199,68 @@ pub fn overwrite_rows<V: Element, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
 ) -> Result<Tensor> {
-    write_rows_from(like, rows, Init::Overwritten, f)
+    write_rows_from(like, rows, Init::Overwritten, |out| {
+        each_row(out, rows.n, &f);
+        Ok(())
+    })
 }
 
-fn write_rows_from<V: Element, S: Default + Send>(
+/// [`overwrite_rows`] that also sums columns over the rows: `f(k, scratch, out_row, acc)`
+/// writes every element of row `k` and adds the row's contribution into `acc` (`width` sums),
+/// so that a kernel wanting both (LayerNorm's input and parameter gradients) reads its input
+/// rows once. The sums are those [`column_sums`] gives: partial sums of the same row ranges,
+/// added in task order. `Error::Value` when `width` sums cannot be allocated.
+pub fn overwrite_rows_summing<V: Element, S: Default + Send>(
+    like: &Tensor,
+    rows: Rows,
+    width: usize,
+    f: impl Fn(usize, &mut S, &mut [V], &mut [f64]) + Sync,
+) -> Result<(Tensor, Vec<f64>)> {
+    let mut sums = None;
+    let out = write_rows_from(like, rows, Init::Overwritten, |out| {
+        sums = Some(each_row_summing(out, rows.n, width, &f)?);
+        Ok(())
+    })?;
+    // no row (an empty result): every sum is zero
+    let sums = match sums {
+        Some(sums) => sums,
+        None => filled(width, 0.0f64)?,
+    };
+    Ok((out, sums))
+}
+
+/// [`overwrite_rows`] whose `f(k, scratch, out_row)` also returns a value for row `k`: the
+/// result and the rows' values in row order, so that a kernel computing per-row statistics
+/// (LayerNorm's mean and deviation) writes each row while it is still in cache.
+/// `Error::Value` when the values cannot be allocated.
+pub fn overwrite_rows_with<V: Element, S: Default + Send, R: Send>(
+    like: &Tensor,
+    rows: Rows,
+    f: impl Fn(usize, &mut S, &mut [V]) -> R + Sync,
+) -> Result<(Tensor, Vec<R>)> {
+    let mut values = None;
+    let out = write_rows_from(like, rows, Init::Overwritten, |out| {
+        values = Some(each_row_with(out, rows.n, rows.count(), &f)?);
+        Ok(())
+    })?;
+    if let Some(values) = values {
+        return Ok((out, values));
+    }
+    // no element: the rows (if any) are empty
+    let mut values = with_capacity(rows.count())?;
+    let mut s = S::default();
+    values.extend((0..rows.count()).map(|k| f(k, &mut s, &mut [])));
+    Ok((out, values))
+}
+
+/// A fresh result of `like`'s shape whose rows, made consecutive, `fill` writes (every element
+/// when `init` is [`Init::Overwritten`]); rows along an inner axis are then transposed into
+/// place. `fill` is not called when there is no element.
+fn write_rows_from<V: Element>(
     like: &Tensor,
     rows: Rows,
     init: Init,
-    f: impl Fn(usize, &mut S, &mut [V]) + Sync,
+    fill: impl FnOnce(&mut [V]) -> Result<()>,
 ) -> Result<Tensor> {
     fresh_like_with::<V>(like, init, |out| {
         let Rows { n, inner, .. } = rows;
@@ -209,13 +268,12 @@ fn write_rows_from<V: Element, S: Default + Send>(
             return Ok(());
         }
         if inner == 1 {
-            each_row(out, n, &f);
-            return Ok(());
+            return fill(out);
         }
         // Rows along an inner axis are strided in the result: compute them consecutively,
         // then transpose every `[inner, n]` block into its `[n, inner]` place.
         let mut tmp = filled(out.len(), V::default())?;
-        each_row(&mut tmp, n, &f);
+        fill(&mut tmp)?;
         let block = n * inner;
         let transpose = |(o, t): (&mut [V], &[V])| {
             for i in 0..inner {
@@ -258,6 +316,59 @@ fn each_row<V: Element, S: Default + Send>(
             f(k, &mut s, o);
         }
     }
+}
+
+/// [`each_row`] keeping what `f` returns for each of the `count` rows, in row order.
+fn each_row_with<V: Element, S: Default + Send, R: Send>(
+    out: &mut [V],
+    n: usize,
+    count: usize,
+    f: &(impl Fn(usize, &mut S, &mut [V]) -> R + Sync),
+) -> Result<Vec<R>> {
+    let mut values = with_capacity(count)?;
+    if parallel(out.len()) {
+        let rows = (CHUNK / n).max(1);
+        let parts = map_chunks_mut(out, rows * n, |t, block| {
+            let mut s = S::default();
+            block
+                .chunks_mut(n)
+                .enumerate()
+                .map(|(j, o)| f(t * rows + j, &mut s, o))
+                .collect::<Vec<R>>()
+        });
+        values.extend(parts.into_iter().flatten());
+    } else {
+        let mut s = S::default();
+        values.extend(out.chunks_mut(n).enumerate().map(|(k, o)| f(k, &mut s, o)));
+    }
+    Ok(values)
+}
+
+/// [`each_row`] with per-column sums: a task's rows add into its own `width` sums, and the
+/// tasks' sums are added in task order (the row ranges [`column_sums`] takes).
+fn each_row_summing<V: Element, S: Default + Send>(
+    out: &mut [V],
+    n: usize,
+    width: usize,
+    f: &(impl Fn(usize, &mut S, &mut [V], &mut [f64]) + Sync),
+) -> Result<Vec<f64>> {
+    let run = |first: usize, block: &mut [V]| -> Result<Vec<f64>> {
+        let (mut s, mut acc) = (S::default(), filled(width, 0.0f64)?);
+        for (j, o) in block.chunks_mut(n).enumerate() {
+            f(first + j, &mut s, o, &mut acc);
+        }
+        Ok(acc)
+    };
+    if !parallel(out.len()) {
+        return run(0, out);
+    }
+    let rows = (CHUNK / n).max(1);
+    let partial = map_chunks_mut(out, rows * n, |t, block| run(t * rows, block));
+    let mut total = filled(width, 0.0f64)?;
+    for p in partial {
+        total.iter_mut().zip(&p?).for_each(|(x, y)| *x += y);
+    }
+    Ok(total)
 }
 
 /// `f(k, scratch)` for every row `k` of `rows`, in order, in parallel above the threshold:
@@ -319,8 +430,111 @@ pub fn column_sums<S: Default + Send>(
 
 #[cfg(test)]
 mod tests {
-    use super::{overwrite_rows, write_rows, Rows};
+    use super::{
+        column_sums, overwrite_rows, overwrite_rows_summing, overwrite_rows_with, per_row,
+        write_rows, Rows,
+    };
     use crate::{shape, Tensor};
+
+    /// Rows written with a value each give the rows [`overwrite_rows`] writes and the values
+    /// [`per_row`] returns, in row order, trailing and along an inner axis, split across
+    /// threads; empty rows still give one value each.
+    #[test]
+    fn rows_written_with_their_values_match_the_two_passes() {
+        let dims = [64, 3, 1024];
+        let x = Tensor::from_vec(vec![0.0f32; 64 * 3 * 1024], shape![64, 3, 1024]).unwrap();
+        for rows in [
+            Rows::trailing(&dims, 1),
+            Rows::along("t", &dims, 1).unwrap(),
+        ] {
+            let write = |k: usize, out: &mut [f32]| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = (k * 3 + i) as f32;
+                }
+            };
+            let (fused, values) =
+                overwrite_rows_with::<f32, (), (usize, f32)>(&x, rows, |k, (), out| {
+                    write(k, out);
+                    (k, out[out.len() - 1])
+                })
+                .unwrap();
+            let apart = overwrite_rows::<f32, ()>(&x, rows, |k, (), out| write(k, out)).unwrap();
+            let want = per_row::<(usize, f32), ()>(rows, |k, ()| (k, (k * 3 + rows.n - 1) as f32))
+                .unwrap();
+            assert_eq!(fused.dims(), dims);
+            assert_eq!(
+                fused.values::<f32>().unwrap(),
+                apart.values::<f32>().unwrap()
+            );
+            assert_eq!(values, want);
+        }
+        let empty = Tensor::from_vec(Vec::<f32>::new(), shape![4, 0]).unwrap();
+        let (out, values) = overwrite_rows_with::<f32, (), usize>(
+            &empty,
+            Rows::trailing(&[4, 0], 1),
+            |k, (), o| k + o.len(),
+        )
+        .unwrap();
+        assert_eq!(out.dims(), [4, 0]);
+        assert_eq!(values, [0, 1, 2, 3]);
+    }
+
+    /// Rows written with their column sums beside them give the rows [`overwrite_rows`] writes
+    /// and, bit for bit, the sums [`column_sums`] adds up, for trailing rows and rows along an
+    /// inner axis, with enough rows to be split across threads; no row gives zero sums.
+    #[test]
+    fn rows_written_with_column_sums_match_the_two_passes() {
+        let dims = [64, 3, 1024];
+        let x = Tensor::from_vec(vec![0.0f32; 64 * 3 * 1024], shape![64, 3, 1024]).unwrap();
+        // an irregular value per (row, element), so that the order of the sums shows
+        let value = |k: usize, i: usize| ((k * 7919 + i * 104_729) % 1000) as f32 / 997.0 + 0.1;
+        for rows in [
+            Rows::trailing(&dims, 1),
+            Rows::along("t", &dims, 1).unwrap(),
+        ] {
+            let width = 2 * rows.n;
+            let write = |k: usize, out: &mut [f32]| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = value(k, i);
+                }
+            };
+            let add = |k: usize, acc: &mut [f64]| {
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a += f64::from(value(k, i % rows.n)) / 3.0;
+                }
+            };
+            let (fused, sums) =
+                overwrite_rows_summing::<f32, ()>(&x, rows, width, |k, (), out, acc| {
+                    write(k, out);
+                    add(k, acc);
+                })
+                .unwrap();
+            let apart = overwrite_rows::<f32, ()>(&x, rows, |k, (), out| write(k, out)).unwrap();
+            let want = column_sums::<()>(rows, width, |k, (), acc| add(k, acc)).unwrap();
+            assert_eq!(fused.dims(), dims);
+            assert_eq!(
+                fused.values::<f32>().unwrap(),
+                apart.values::<f32>().unwrap()
+            );
+            assert_eq!(sums.len(), width);
+            assert_eq!(sums, want);
+            // the sums are the rows' sums (to rounding), not zeros or one task's part
+            let first: f64 = (0..rows.count())
+                .map(|k| f64::from(value(k, 0)) / 3.0)
+                .sum();
+            assert!(
+                (sums[0] - first).abs() < 1e-9 * first,
+                "{} vs {first}",
+                sums[0]
+            );
+        }
+        let empty = Tensor::from_vec(Vec::<f32>::new(), shape![0, 5]).unwrap();
+        let rows = Rows::trailing(&[0, 5], 1);
+        let (out, sums) =
+            overwrite_rows_summing::<f32, ()>(&empty, rows, 10, |_, (), _, _| {}).unwrap();
+        assert_eq!(out.dims(), [0, 5]);
+        assert_eq!(sums, vec![0.0; 10]);
+    }
 
     /// Rows written whole come out the same from both doors, trailing rows and rows along an
     /// inner axis (whose results are transposed into place), the overwriting door given a

@@ -304,6 +304,23 @@ pub fn map_tasks<R: Send>(tasks: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R>
     out.into_iter().flatten().collect()
 }
 
+/// `f(k, chunk)` for every chunk of `size` elements of `out` (the last may be shorter), spread
+/// like [`for_each_chunk_mut`], the results in chunk order.
+pub(crate) fn map_chunks_mut<T: Send, R: Send>(
+    out: &mut [T],
+    size: usize,
+    f: impl Fn(usize, &mut [T]) -> R + Sync,
+) -> Vec<R> {
+    let mut jobs: Vec<(&mut [T], Option<R>)> =
+        out.chunks_mut(size.max(1)).map(|c| (c, None)).collect();
+    for_each_chunk_mut(&mut jobs, 1, |k, job| {
+        let (chunk, result) = &mut job[0];
+        *result = Some(f(k, chunk));
+    });
+    // every task ran before `for_each_chunk_mut` returned, so every result is there
+    jobs.into_iter().filter_map(|(_, r)| r).collect()
+}
+
 /// A base pointer shared by the tasks of one loop, each of which touches its own elements.
 struct Base<T>(*mut T);
 

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use autograd_core::kernel::{
-    alloc, column_sums, lane_sum, overwrite_rows, per_row, read_row_pair, read_rows, row, Rows,
+    alloc, column_sums, lane_sum, overwrite_rows, overwrite_rows_summing, overwrite_rows_with,
+    read_row_pair, read_rows, row, Rows,
 };
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
@@ -111,29 +112,57 @@ pub fn layer_norm(
         let rows = Rows::trailing(&x.dims(), normalized_shape.len());
         let (mean, rstd) = (mean.values::<f32>()?, rstd.values::<f32>()?);
         let n = rows.n;
-        let gx = if needs.input(0) {
-            let w = values_or(weight, rows, 1.0)?;
-            Some(read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
-                overwrite_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, (bg, bx), out| {
-                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                    simd!(input_gradient_row(out, gr, xr, &w, (mean[k], rstd[k])));
-                })
-            })?)
-        } else {
-            None
-        };
         let want_w = weight.is_some() && needs.input(1);
         let want_b = bias.is_some() && needs.input(2);
-        if !want_w && !want_b {
+        let want_params = want_w || want_b;
+        // [dw | db] summed over the rows, beside dx when both are wanted (one read of g and x)
+        let (gx, sums) = if needs.input(0) {
+            let w = values_or(weight, rows, 1.0)?;
+            read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
+                // row k's dx, and its [dw | db] terms when `acc` is given
+                let rows_of = |k: usize,
+                               (bg, bx): &mut (Vec<f32>, Vec<f32>),
+                               out: &mut [f32],
+                               acc: Option<&mut [f64]>| {
+                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                    let stats = (mean[k], rstd[k]);
+                    simd!(input_gradient_row(out, gr, xr, &w, stats));
+                    if let Some(acc) = acc {
+                        simd!(parameter_gradient_row(acc, gr, xr, stats));
+                    }
+                };
+                if !want_params {
+                    let gx = overwrite_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, s, out| {
+                        rows_of(k, s, out, None);
+                    })?;
+                    return Ok((Some(gx), None));
+                }
+                let (gx, sums) = overwrite_rows_summing::<f32, (Vec<f32>, Vec<f32>)>(
+                    x,
+                    rows,
+                    n.saturating_mul(2),
+                    |k, s, out, acc| rows_of(k, s, out, Some(acc)),
+                )?;
+                Ok((Some(gx), Some(sums)))
+            })?
+        } else if want_params {
+            let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
+                column_sums::<(Vec<f32>, Vec<f32>)>(
+                    rows,
+                    n.saturating_mul(2),
+                    |k, (bg, bx), acc| {
+                        let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                        simd!(parameter_gradient_row(acc, gr, xr, (mean[k], rstd[k])));
+                    },
+                )
+            })?;
+            (None, Some(sums))
+        } else {
+            (None, None)
+        };
+        let Some(sums) = sums else {
             return Ok((gx, None, None));
-        }
-        // [dw | db] summed over the rows
-        let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
-            column_sums::<(Vec<f32>, Vec<f32>)>(rows, n.saturating_mul(2), |k, (bg, bx), acc| {
-                let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                simd!(parameter_gradient_row(acc, gr, xr, (mean[k], rstd[k])));
-            })
-        })?;
+        };
         let (dw, db) = sums.split_at(n);
         let rounded = |s: &[f64]| s.iter().map(|&v| v as f32).collect::<Vec<f32>>();
         let gw = match weight {
@@ -149,13 +178,19 @@ pub fn layer_norm(
     check(x, normalized_shape, weight, bias, eps)?;
     let rows = Rows::trailing(&x.dims(), normalized_shape.len());
     let n = rows.n;
-    // per row: the mean and 1 / sqrt(population variance + eps), two passes over the row
-    let stats = read_rows::<f32, _>(x, rows, |e| {
-        per_row::<(f32, f32), Vec<f32>>(rows, |k, buf| {
+    let w = values_or(weight, rows, 1.0)?;
+    let b = values_or(bias, rows, 0.0)?;
+    // per row: the mean and 1 / sqrt(population variance + eps) (two passes over the row),
+    // then the row normalised while it is in cache; every element is written, so the result
+    // is not zeroed first
+    let (y, stats) = read_rows::<f32, _>(x, rows, |e| {
+        overwrite_rows_with::<f32, Vec<f32>, (f32, f32)>(x, rows, |k, buf, out| {
             // rows are read outside `simd!`, so that its closure stays small enough to be
             // inlined into (and vectorised as) each instruction-set copy
             let xr = row(&e, k, n, buf);
-            simd!(row_statistics(xr, eps))
+            let stats = simd!(row_statistics(xr, eps));
+            simd!(normalised_row(out, xr, (&w, &b), stats));
+            stats
         })
     })?;
     let stats_layout = Arc::new(Layout::row_major(&[rows.count()])?);
@@ -163,15 +198,7 @@ pub fn layer_norm(
     let mean = x.f32_with_layout(stats.iter().map(|s| s.0).collect(), stats_layout.clone())?;
     #[residual]
     let rstd = x.f32_with_layout(stats.iter().map(|s| s.1).collect(), stats_layout)?;
-    let w = values_or(weight, rows, 1.0)?;
-    let b = values_or(bias, rows, 0.0)?;
-    // every element of a row is written: the result is not zeroed first
-    read_rows::<f32, _>(x, rows, |e| {
-        overwrite_rows::<f32, Vec<f32>>(x, rows, |k, buf, out| {
-            let xr = row(&e, k, n, buf);
-            simd!(normalised_row(out, xr, (&w, &b), stats[k]));
-        })
-    })
+    Ok(y)
 }
 
 // The per-row arithmetic, `#[inline(always)]` for `simd!`. Sums run in f32 lanes over blocks
