@@ -422,41 +422,22 @@ fn layer_norm_computes_only_the_wanted_gradients_and_they_agree_with_backward() 
     let b = t(&noise(4, 3), &[4]);
     let y = layer_norm(&x, &[4], Some(&w), Some(&b), 1e-5).unwrap();
     let g = t(&noise(12, 4), &[3, 4]);
-    let full = grad(
-        &y,
-        &[&x, &w, &b],
-        &g,
-        GradOptions {
+    // gradients of the given inputs, the graph kept for the next call
+    let kept = |of: &[&Tensor]| {
+        let keep = GradOptions {
             retain_graph: true,
             ..GradOptions::default()
-        },
-    )
-    .unwrap();
-    let only_w = grad(
-        &y,
-        &[&w],
-        &g,
-        GradOptions {
-            retain_graph: true,
-            ..GradOptions::default()
-        },
-    )
-    .unwrap();
+        };
+        grad(&y, of, &g, keep).unwrap()
+    };
+    let full = kept(&[&x, &w, &b]);
+    let only_w = kept(&[&w]);
     assert_eq!(
         vals(full[1].as_ref().unwrap()),
         vals(only_w[0].as_ref().unwrap())
     );
     // dx alone (one pass) and beside dw and db (the fused pass) are the same bits
-    let only_x = grad(
-        &y,
-        &[&x],
-        &g,
-        GradOptions {
-            retain_graph: true,
-            ..GradOptions::default()
-        },
-    )
-    .unwrap();
+    let only_x = kept(&[&x]);
     assert_eq!(
         vals(full[0].as_ref().unwrap()),
         vals(only_x[0].as_ref().unwrap())
