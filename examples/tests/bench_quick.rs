@@ -135,3 +135,39 @@ fn an_unknown_workload_fails_the_command_before_anything_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `BENCH_PROFILE` adds W11's per-op backward profile (from its child process) to stderr,
+/// every op the GPT's backward runs named with its calls, and leaves stdout one JSON line.
+#[test]
+fn bench_profile_prints_the_gpt_backward_per_op() {
+    let out = Command::new(bench_binary())
+        .args(["--json", "--quick", "W11"])
+        .env("RAYON_NUM_THREADS", "1")
+        .env("BENCH_PROFILE", "1")
+        .output()
+        .expect("the bench runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "bench failed: {stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(field(&stdout, "workload").as_deref(), Some("W11"));
+    assert!(
+        stderr.contains("W11: the backward of one step, per op"),
+        "{stderr}"
+    );
+    // the quick GPT has one block: its four linear layers and the tied head, its two
+    // LayerNorms and the final one, one attention, one GELU, two embeddings (token, position)
+    let calls = |op: &str| -> Option<usize> {
+        let line = stderr
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(op))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    assert_eq!(calls("packed"), Some(1), "{stderr}");
+    assert_eq!(calls("layer_norm"), Some(3), "{stderr}");
+    assert_eq!(calls("gelu_tanh"), Some(1), "{stderr}");
+    assert_eq!(calls("linear"), Some(5), "{stderr}");
+    assert_eq!(calls("embedding"), Some(2), "{stderr}");
+}

@@ -103,6 +103,13 @@ fn step(name: &str, quick: bool) -> Result<()> {
     // them to the blocks' inputs (a block's are rebuilt one at a time in backward)
     let held = autograd_core::graph_bytes(&model.loss(&ids, &targets, None)?)?;
     let activation_bytes = held.saturating_sub(bytes);
+    if std::env::var_os("BENCH_PROFILE").is_some() {
+        opt.zero_grad()?;
+        let profile = model
+            .loss(&ids, &targets, None)?
+            .backward_profiled(None, false)?;
+        eprintln!("{name}: the backward of one step, per op\n{profile}");
+    }
     let median = times[times.len() / 2].as_secs_f64();
     let tokens = (w.batch * c.context) as f64;
     report(

@@ -4,7 +4,9 @@
 //!
 //! `--quick` shrinks sizes for smoke runs. W3 and S1's load run in a child process so that
 //! their peak RSS is their own. W10 (data-parallel, `ddp.rs`) runs only when named, in a bench
-//! built with `--features mpi` and started by `mpirun`.
+//! built with `--features mpi` and started by `mpirun`. With `BENCH_PROFILE=1` in the
+//! environment, W11, W12 and W12c also print one more step's backward profile per op (time and
+//! gradient bytes, untimed) to stderr.
 
 mod cnn;
 mod conv;
@@ -199,6 +201,8 @@ fn in_child(name: &str, quick: bool, env: &[(&str, &std::path::Path)]) -> Result
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // what the child reports beside its line (a profile) goes where the parent's would
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
