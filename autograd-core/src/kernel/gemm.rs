@@ -77,13 +77,22 @@ pub fn gemm_f32(
         }
         return Ok(());
     }
-    kernel(
+    // C column-major, written by the crate and transposed into place: a pooled buffer, as a
+    // result of this size would be (a GPT-2 head's logits take 51 MB, which a fresh block
+    // would fault in page by page on every step), taken here where its size is still an error
+    let scratch = if through_column_major(ga, gb, gc, accumulate) {
+        crate::storage::pool::overwritable(m * n)?
+    } else {
+        Vec::new()
+    };
+    let scratch = kernel(
         (a.data, ga),
         (b.data, gb),
         (c_data, gc),
-        accumulate,
+        (accumulate, scratch),
         threads,
     );
+    crate::storage::pool::recycle(scratch);
     Ok(())
 }
 
@@ -92,26 +101,27 @@ fn strided(g: Geometry, i: usize, j: usize) -> usize {
     g.offset + i * g.row_stride as usize + j * g.col_stride as usize
 }
 
-/// The `gemm` crate's kernel on operands checked by [`gemm_f32`]; `m, n, k >= 1`.
+/// The `gemm` crate's kernel on operands checked by [`gemm_f32`]; `m, n, k >= 1`. `scratch`
+/// holds `m * n` floats when C goes through a column-major copy ([`through_column_major`]),
+/// and comes back for reuse.
 fn kernel(
     (a, ga): (&[f32], Geometry),
     (b, gb): (&[f32], Geometry),
     (c, gc): (&mut [f32], Geometry),
-    accumulate: bool,
+    (accumulate, mut scratch): (bool, Vec<f32>),
     threads: usize,
-) {
+) -> Vec<f32> {
     // the gemm crate allocates its packing buffers on every call
     super::heap::retain_freed_blocks();
     let a_ptr = a[ga.offset..].as_ptr();
     let b_ptr = b[gb.offset..].as_ptr();
     let c_ptr = c[gc.offset..].as_mut_ptr();
     let transposed = through_column_major(ga, gb, gc, accumulate);
-    // C column-major, written by the crate and transposed into place (never read: it is
-    // allocated, not initialised, and the crate writes every element before any is read)
-    let mut scratch: Vec<f32> = Vec::new();
-    if transposed {
-        scratch.reserve_exact(ga.rows * gb.cols);
-    }
+    assert!(
+        !transposed || scratch.len() >= ga.rows * gb.cols,
+        "gemm: the column-major scratch was not sized"
+    );
+    // (its values are stale or zero: the crate writes every element before any is read)
     let scratch_at = scratch.as_mut_ptr() as usize;
     // B copied row-major when the crate would gather it along a stride that maps its rows onto
     // a few cache sets (allocated, then every element written before the crate reads it)
@@ -224,7 +234,7 @@ fn kernel(
             let c = (c_at as *mut f32).add(c_shift);
             if transposed {
                 // the band's columns of C, column-major in the scratch (`m * n` floats
-                // reserved; columns by bands, so the bands' parts are disjoint), then
+                // held; columns by bands, so the bands' parts are disjoint), then
                 // transposed into C's rows of unit-stride elements
                 let part = (scratch_at as *mut f32).add(first * ga.rows);
                 let column_major = Geometry {
@@ -271,6 +281,7 @@ fn kernel(
         // narrow and short (both sides under two bands): one thread
         band(0);
     }
+    scratch
 }
 
 /// Whether C is computed column-major into a scratch and transposed into place. For a
@@ -840,8 +851,9 @@ mod tests {
 
     /// Products that go through a column-major scratch (C row-major or padded, B a transposed
     /// row-major matrix with at least twice A's rows in columns), with edges that are not whole
-    /// eight-by-eight blocks, split over up to three threads: they match the naive product
-    /// and leave C's padding alone. The same products accumulating take the direct route.
+    /// eight-by-eight blocks, split over up to three threads, the scratch a reused buffer of
+    /// stale values: they match the naive product and leave C's padding alone. The same
+    /// products accumulating take the direct route.
     #[test]
     fn products_through_a_column_major_scratch() {
         let shapes = [
@@ -856,6 +868,13 @@ mod tests {
             Lay::Padded,
             Lay::BroadcastRow,
         ];
+        // the scratch comes from the buffer pool as it was left: held buffers of NaNs, which
+        // would reach C if the kernel read any element before writing it
+        for &(m, _, n) in &shapes {
+            for _ in 0..las.len() {
+                crate::storage::pool::recycle(vec![f32::NAN; m * n]);
+            }
+        }
         check_route(&shapes, &las, 13, |a, b, c| {
             through_column_major(a, b, c, false) && !through_column_major(a, b, c, true)
         });
