@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use autograd_core::kernel::{
-    alloc, column_sums, lane_sum, overwrite_rows, overwrite_rows_summing, overwrite_rows_with,
-    read_row_pair, read_rows, row, Rows,
+    alloc, column_sums, lane_sum, overwrite_rows_summing, overwrite_rows_with, read_row_pair,
+    read_rows, row, Rows,
 };
 use autograd_core::{differentiable, ensure, simd, DType, Layout, Result, Tensor};
 
@@ -115,36 +115,27 @@ pub fn layer_norm(
         let want_w = weight.is_some() && needs.input(1);
         let want_b = bias.is_some() && needs.input(2);
         let want_params = want_w || want_b;
-        // [dw | db] summed over the rows, beside dx when both are wanted (one read of g and x)
+        // [dw | db] summed over the rows, beside dx when both are wanted (one read of g and x;
+        // no sums when only dx is)
         let (gx, sums) = if needs.input(0) {
             let w = values_or(weight, rows, 1.0)?;
-            read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
-                // row k's dx, and its [dw | db] terms when `acc` is given
-                let rows_of = |k: usize,
-                               (bg, bx): &mut (Vec<f32>, Vec<f32>),
-                               out: &mut [f32],
-                               acc: Option<&mut [f64]>| {
-                    let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
-                    let stats = (mean[k], rstd[k]);
-                    simd!(input_gradient_row(out, gr, xr, &w, stats));
-                    if let Some(acc) = acc {
-                        simd!(parameter_gradient_row(acc, gr, xr, stats));
-                    }
-                };
-                if !want_params {
-                    let gx = overwrite_rows::<f32, (Vec<f32>, Vec<f32>)>(x, rows, |k, s, out| {
-                        rows_of(k, s, out, None);
-                    })?;
-                    return Ok((Some(gx), None));
-                }
-                let (gx, sums) = overwrite_rows_summing::<f32, (Vec<f32>, Vec<f32>)>(
+            let width = if want_params { n.saturating_mul(2) } else { 0 };
+            let (gx, sums) = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
+                overwrite_rows_summing::<f32, (Vec<f32>, Vec<f32>)>(
                     x,
                     rows,
-                    n.saturating_mul(2),
-                    |k, s, out, acc| rows_of(k, s, out, Some(acc)),
-                )?;
-                Ok((Some(gx), Some(sums)))
-            })?
+                    width,
+                    |k, (bg, bx), out, acc| {
+                        let (gr, xr) = (row(&eg, k, n, bg), row(&ex, k, n, bx));
+                        let stats = (mean[k], rstd[k]);
+                        simd!(input_gradient_row(out, gr, xr, &w, stats));
+                        if !acc.is_empty() {
+                            simd!(parameter_gradient_row(acc, gr, xr, stats));
+                        }
+                    },
+                )
+            })?;
+            (Some(gx), sums)
         } else if want_params {
             let sums = read_row_pair::<f32, f32, _>(g, x, rows, |eg, ex| {
                 column_sums::<(Vec<f32>, Vec<f32>)>(
@@ -156,13 +147,13 @@ pub fn layer_norm(
                     },
                 )
             })?;
-            (None, Some(sums))
+            (None, sums)
         } else {
-            (None, None)
+            (None, Vec::new())
         };
-        let Some(sums) = sums else {
+        if !want_params {
             return Ok((gx, None, None));
-        };
+        }
         let (dw, db) = sums.split_at(n);
         let rounded = |s: &[f64]| s.iter().map(|&v| v as f32).collect::<Vec<f32>>();
         let gw = match weight {
