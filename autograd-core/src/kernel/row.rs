@@ -186,10 +186,7 @@ pub fn write_rows<V: Element, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
 ) -> Result<Tensor> {
-    write_rows_from(like, rows, Init::Zeroed, |out| {
-        each_row(out, rows.n, &f);
-        Ok(())
-    })
+    each_row_into(like, rows, Init::Zeroed, f)
 }
 
 /// [`write_rows`] for an `f` that writes every element of `out_row`, which starts with
@@ -199,7 +196,18 @@ pub fn overwrite_rows<V: Element, S: Default + Send>(
     rows: Rows,
     f: impl Fn(usize, &mut S, &mut [V]) + Sync,
 ) -> Result<Tensor> {
-    write_rows_from(like, rows, Init::Overwritten, |out| {
+    each_row_into(like, rows, Init::Overwritten, f)
+}
+
+/// A fresh result (zeroed or not, as `init` says) whose row `k` `f(k, scratch, out_row)`
+/// writes: [`write_rows`] and [`overwrite_rows`].
+fn each_row_into<V: Element, S: Default + Send>(
+    like: &Tensor,
+    rows: Rows,
+    init: Init,
+    f: impl Fn(usize, &mut S, &mut [V]) + Sync,
+) -> Result<Tensor> {
+    write_rows_from(like, rows, init, |out| {
         each_row(out, rows.n, &f);
         Ok(())
     })
@@ -363,7 +371,16 @@ fn each_row_summing<V: Element, S: Default + Send>(
         return run(0, out);
     }
     let rows = (CHUNK / n).max(1);
-    let partial = map_chunks_mut(out, rows * n, |t, block| run(t * rows, block));
+    in_task_order(
+        width,
+        map_chunks_mut(out, rows * n, |t, block| run(t * rows, block)),
+    )
+}
+
+/// The sum of the tasks' `width` partial sums, added in task order, so that the result does
+/// not depend on which thread ran what (and [`column_sums`] and [`overwrite_rows_summing`]
+/// give the same bits).
+fn in_task_order(width: usize, partial: Vec<Result<Vec<f64>>>) -> Result<Vec<f64>> {
     let mut total = filled(width, 0.0f64)?;
     for p in partial {
         total.iter_mut().zip(&p?).for_each(|(x, y)| *x += y);
@@ -417,12 +434,7 @@ pub fn column_sums<S: Default + Send>(
         let partial = map_tasks(count.div_ceil(per_task), |t| {
             range(t * per_task, ((t + 1) * per_task).min(count))
         });
-        // added in task order, so the result does not depend on which thread ran what
-        let mut total = filled(width, 0.0f64)?;
-        for p in partial {
-            total.iter_mut().zip(&p?).for_each(|(x, y)| *x += y);
-        }
-        Ok(total)
+        in_task_order(width, partial)
     } else {
         range(0, count)
     }
