@@ -105,8 +105,9 @@ pub unsafe fn avx2<R>(run: impl FnOnce() -> R) -> R {
 /// vector prologue.
 ///
 /// The item form `simd!(fn name(arg: Type, ..) -> R => kernel)` defines `fn name` that runs
-/// `kernel::<Fused>(args..)` from a copy compiled with AVX-512F (or else AVX2) and FMA when the
-/// CPU has them, else `kernel::<Split>(args..)` (see [`Madd`]). It is for register-tiled
+/// `kernel::<Fused512>(args..)` from a copy compiled with AVX-512F and FMA, or else
+/// `kernel::<Fused>(args..)` from one compiled with AVX2 and FMA, when the CPU has them, else
+/// `kernel::<Split>(args..)` (see [`Madd`]). It is for register-tiled
 /// kernels too large to pass through a closure (the attention heads): each vector copy is a
 /// function of its own, into which `kernel`, `#[inline(always)]`, and everything it calls is
 /// inlined. A tile row of 16 lanes is two AVX2 registers or one AVX-512 register; the wider
@@ -130,7 +131,7 @@ macro_rules! simd {
             {
                 #[target_feature(enable = "avx2,fma,avx512f")]
                 unsafe fn widest($($arg: $ty),*) $(-> $ret)? {
-                    $kernel::<$crate::kernel::Fused>($($arg),*)
+                    $kernel::<$crate::kernel::Fused512>($($arg),*)
                 }
                 if $crate::kernel::isa::widest() {
                     // SAFETY: `widest` is plain safe code compiled for AVX-512F, AVX2 and FMA;
@@ -179,6 +180,11 @@ macro_rules! simd {
 /// is instantiated with [`Fused`] in its AVX2-and-FMA copy and with [`Split`] in its baseline
 /// copy (the item form of [`simd!`](crate::simd)), so neither copy calls libm's `fmaf`.
 pub trait Madd {
+    /// The Float32 lanes of a vector register in the copy instantiated with this type, so that
+    /// a register-tiled kernel can shape its tiles to the registers it has (SSE's 4 unless an
+    /// implementation says otherwise).
+    const LANES: usize = 4;
+
     /// `a * b + c`.
     fn madd(a: f32, b: f32, c: f32) -> f32;
 }
@@ -187,11 +193,28 @@ pub trait Madd {
 #[derive(Debug, Clone, Copy)]
 pub struct Fused;
 
+/// [`Fused`] for the AVX-512 copy: the same arithmetic, with registers of 16 lanes (and 32 of
+/// them, where AVX2 has 16 of 8).
+#[derive(Debug, Clone, Copy)]
+pub struct Fused512;
+
 /// `a * b + c` with two roundings, for CPUs without FMA (where `mul_add` is a library call).
 #[derive(Debug, Clone, Copy)]
 pub struct Split;
 
 impl Madd for Fused {
+    const LANES: usize = 8;
+
+    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Madd for Fused512 {
+    const LANES: usize = 16;
+
     #[allow(clippy::inline_always)] // inlined into each instruction-set copy
     #[inline(always)]
     fn madd(a: f32, b: f32, c: f32) -> f32 {

@@ -48,7 +48,7 @@ pub use access::{copy_short, read, read_logical, read_logical_pair, read_pair, E
 pub use element::{Num, Real};
 pub use gemm::gemm_f32;
 pub use gemm_operand::{MatMut, MatRef};
-pub use isa::{Fused, Madd, Split};
+pub use isa::{Fused, Fused512, Madd, Split};
 pub(crate) use map::{fill_f32, update_f32};
 pub use map::{map, map_owned, zip, zip_owned};
 pub use math::exp_f32;

@@ -215,25 +215,23 @@ fn forward_kernel<M: Madd>(
             }
             let diagonal = g.diagonal(i, j);
             tile::scores::<M>(qi, &s.kt[j * BLOCK..], kp, d, diagonal, &mut s.s);
-            for r in 0..BLOCK {
-                let row = &mut s.s[r * BLOCK..(r + 1) * BLOCK];
+            for (r, row) in s.s.as_chunks_mut::<BLOCK>().0.iter_mut().enumerate() {
                 if r >= rows {
                     // a padding query
                     row.fill(0.0);
                     continue;
                 }
                 let visible = g.visible(i, j, r);
-                let seen = &mut row[..visible];
                 let bias = rule
                     .bias
                     .as_ref()
                     .map(|b| &b.row(head, i * BLOCK + r)[j * BLOCK..]);
                 if let Some(bias) = bias {
-                    for (x, b) in seen.iter_mut().zip(bias) {
+                    for (x, b) in row[..visible].iter_mut().zip(bias) {
                         *x += b;
                     }
                 }
-                let mx = tile::max(seen).max(m[r]);
+                let mx = tile::row_max(row, visible).max(m[r]);
                 if mx == f32::NEG_INFINITY {
                     // nothing seen yet in this row
                     row.fill(0.0);
@@ -244,19 +242,14 @@ fn forward_kernel<M: Madd>(
                 } else {
                     tile::exp::<M>(m[r] - mx)
                 };
-                if bias.is_some() {
-                    tile::exp_shifted_masked::<M>(seen, mx);
-                } else {
-                    tile::exp_shifted::<M>(seen, mx);
-                }
-                l[r] = M::madd(l[r], corr, tile::sum(seen));
+                let sum = tile::exp_row::<M>(row, visible, mx, bias.is_some());
+                l[r] = M::madd(l[r], corr, sum);
                 m[r] = mx;
                 if let Some(z) = rule.dropout {
-                    for (c, x) in seen.iter_mut().enumerate() {
+                    for (c, x) in row[..visible].iter_mut().enumerate() {
                         *x *= z.factor(head, i * BLOCK + r, j * BLOCK + c);
                     }
                 }
-                row[visible..].fill(0.0);
                 if corr != 1.0 {
                     for a in &mut s.acc_q[r * d..(r + 1) * d] {
                         *a *= corr;
@@ -333,25 +326,20 @@ fn backward_kernel<M: Madd>(
                 diagonal,
                 &mut s.s,
             );
-            for r in 0..BLOCK {
-                let row = &mut s.s[r * BLOCK..(r + 1) * BLOCK];
+            for (r, row) in s.s.as_chunks_mut::<BLOCK>().0.iter_mut().enumerate() {
                 if r >= rows {
                     row.fill(0.0);
                     continue;
                 }
                 let visible = g.visible(i, j, r);
-                let seen = &mut row[..visible];
-                let stat = s.lse[i * BLOCK + r];
                 if let Some(bias) = &rule.bias {
                     let bias = &bias.row(head, i * BLOCK + r)[j * BLOCK..];
-                    for (x, b) in seen.iter_mut().zip(bias) {
+                    for (x, b) in row[..visible].iter_mut().zip(bias) {
                         *x += b;
                     }
-                    tile::exp_shifted_masked::<M>(seen, stat);
-                } else {
-                    tile::exp_shifted::<M>(seen, stat);
                 }
-                row[visible..].fill(0.0);
+                let stat = s.lse[i * BLOCK + r];
+                tile::exp_row::<M>(row, visible, stat, rule.bias.is_some());
             }
             // the probabilities after dropout, where dv and dP need them
             let pz: &[f32; BLOCK * BLOCK] = match rule.dropout {
@@ -455,10 +443,10 @@ fn backward_kernel<M: Madd>(
 mod tests {
     use super::*;
     use crate::attention::head::{pack_rows, pack_transposed};
-    use autograd_core::kernel::{Fused, Split};
+    use autograd_core::kernel::{Fused, Fused512, Split};
 
-    /// The kernels compiled for the baseline target (two roundings) and with FMA agree, so
-    /// the CPU a run lands on changes results only by rounding.
+    /// The kernels compiled for the baseline target (two roundings), with FMA and with
+    /// AVX-512's wider tiles agree, so the CPU a run lands on changes results only by rounding.
     #[test]
     fn baseline_and_fma_kernels_agree() -> Result<()> {
         let g = Dims {
@@ -490,17 +478,17 @@ mod tests {
             Input::new(&go)?,
         );
         let mut runs = Vec::new();
-        for fused in [false, true] {
+        for copy in 0..3 {
             let mut s = Scratch::default();
             s.reserve_accumulators(&g)?;
             pack_rows(&mut s.q, &q, (0, Side::Query), &g, g.scale)?;
             pack_transposed(&mut s.kt, &mut s.tmp, &k, 0, &g)?;
             pack_rows(&mut s.v, &v, (0, Side::Key), &g, 1.0)?;
             let (mut o, mut lse) = (vec![0.0f32; n], vec![0.0f32; g.tq]);
-            if fused {
-                forward_kernel::<Fused>(&g, (&rule, 0), &mut o, &mut lse, &mut s);
-            } else {
-                forward_kernel::<Split>(&g, (&rule, 0), &mut o, &mut lse, &mut s);
+            match copy {
+                0 => forward_kernel::<Split>(&g, (&rule, 0), &mut o, &mut lse, &mut s),
+                1 => forward_kernel::<Fused>(&g, (&rule, 0), &mut o, &mut lse, &mut s),
+                _ => forward_kernel::<Fused512>(&g, (&rule, 0), &mut o, &mut lse, &mut s),
             }
             pack_rows(&mut s.k, &k, (0, Side::Key), &g, 1.0)?;
             pack_transposed(&mut s.vt, &mut s.tmp, &v, 0, &g)?;
@@ -523,16 +511,18 @@ mod tests {
                 ds: None,
                 want,
             };
-            if fused {
-                backward_kernel::<Fused>(&g, (&rule, 0), grads, &mut s);
-            } else {
-                backward_kernel::<Split>(&g, (&rule, 0), grads, &mut s);
+            match copy {
+                0 => backward_kernel::<Split>(&g, (&rule, 0), grads, &mut s),
+                1 => backward_kernel::<Fused>(&g, (&rule, 0), grads, &mut s),
+                _ => backward_kernel::<Fused512>(&g, (&rule, 0), grads, &mut s),
             }
             runs.push([o, lse, dq, dk, dv]);
         }
-        for (a, b) in runs[0].iter().zip(&runs[1]) {
-            for (x, y) in a.iter().zip(b) {
-                assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+        for other in &runs[1..] {
+            for (a, b) in runs[0].iter().zip(other) {
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+                }
             }
         }
         Ok(())

@@ -34,8 +34,8 @@ pub(super) fn scores<M: Madd>(
     diagonal: bool,
     s: &mut [f32; BLOCK * BLOCK],
 ) {
-    // four rows by HALF columns per register tile: eight independent accumulator vectors
-    // with AVX2, four with AVX-512
+    // register tiles of four rows by HALF columns (eight accumulator vectors with AVX2), or by
+    // the whole BLOCK where registers have 16 lanes (eight with AVX-512)
     for r in (0..BLOCK).step_by(ROWS) {
         let Some(a) = a.get(r * d..(r + ROWS) * d) else {
             return;
@@ -44,34 +44,86 @@ pub(super) fn scores<M: Madd>(
         // reads them without a bounds check (one against a spilled length per FMA made the
         // loop wait on loads rather than on its multiply-adds)
         let rows: [&[f32]; ROWS] = std::array::from_fn(|k| &a[k * d..][..d]);
+        // on a diagonal tile, rows below HALF see none of the columns from HALF on
+        let right_hidden = diagonal && r + ROWS <= HALF;
+        if M::LANES >= HALF && !right_hidden {
+            let Some([left, right]) = score_tile_pair::<M>(&rows, bt, ldb, d) else {
+                return;
+            };
+            for (k, (left, right)) in left.iter().zip(&right).enumerate() {
+                let at = (r + k) * BLOCK;
+                s[at..at + HALF].copy_from_slice(left);
+                s[at + HALF..at + BLOCK].copy_from_slice(right);
+            }
+            continue;
+        }
         for half in 0..2 {
             let at = r * BLOCK + half * HALF;
-            if diagonal && half * HALF > r + ROWS - 1 {
+            if right_hidden && half == 1 {
                 for k in 0..ROWS {
                     s[at + k * BLOCK..at + k * BLOCK + HALF].fill(0.0);
                 }
                 continue;
             }
-            let mut acc = [[0.0f32; HALF]; ROWS];
-            for x in 0..d {
-                let Some(b) = bt
-                    .get(x * ldb + half * HALF..)
-                    .and_then(<[f32]>::first_chunk::<HALF>)
-                else {
-                    return;
-                };
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    let p = row[x];
-                    for c in 0..HALF {
-                        acc[c] = M::madd(p, b[c], acc[c]);
-                    }
-                }
-            }
+            let Some(acc) = score_tile::<M, HALF>(&rows, bt, (ldb, half * HALF), d) else {
+                return;
+            };
             for (k, acc) in acc.iter().enumerate() {
                 s[at + k * BLOCK..at + k * BLOCK + HALF].copy_from_slice(acc);
             }
         }
     }
+}
+
+/// Both halves of a register tile row of [`scores`] at once, in two accumulator arrays (one
+/// array of the whole width, or loops over iterators, left them in memory, not in registers).
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn score_tile_pair<M: Madd>(
+    rows: &[&[f32]; ROWS],
+    bt: &[f32],
+    ldb: usize,
+    d: usize,
+) -> Option<[[[f32; HALF]; ROWS]; 2]> {
+    let rows: [&[f32]; ROWS] = std::array::from_fn(|k| &rows[k][..d]);
+    let (mut left, mut right) = ([[0.0f32; HALF]; ROWS], [[0.0f32; HALF]; ROWS]);
+    for x in 0..d {
+        let b = bt.get(x * ldb..)?.first_chunk::<BLOCK>()?;
+        let p: [f32; ROWS] = std::array::from_fn(|k| rows[k][x]);
+        for k in 0..ROWS {
+            for c in 0..HALF {
+                left[k][c] = M::madd(p[k], b[c], left[k][c]);
+            }
+        }
+        for k in 0..ROWS {
+            for c in 0..HALF {
+                right[k][c] = M::madd(p[k], b[HALF + c], right[k][c]);
+            }
+        }
+    }
+    Some([left, right])
+}
+
+/// One register tile of [`scores`]: `rows` against the `W` columns of `bt` from `col` on
+/// (`bt`'s rows `ldb` apart); `None` when `bt` is too short.
+#[inline(always)]
+fn score_tile<M: Madd, const W: usize>(
+    rows: &[&[f32]; ROWS],
+    bt: &[f32],
+    (ldb, col): (usize, usize),
+    d: usize,
+) -> Option<[[f32; W]; ROWS]> {
+    let mut acc = [[0.0f32; W]; ROWS];
+    for x in 0..d {
+        let b = bt.get(x * ldb + col..)?.first_chunk::<W>()?;
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            let p = row[x];
+            for c in 0..W {
+                acc[c] = M::madd(p, b[c], acc[c]);
+            }
+        }
+    }
+    Some(acc)
 }
 
 /// Rows of one score register tile.
@@ -210,6 +262,66 @@ pub(super) fn exp_shifted_masked<M: Madd>(xs: &mut [f32], shift: f32) {
     }
 }
 
+/// A score tile row's softmax numerators in place: `row[c] = e^(row[c] - shift)` for the
+/// `visible` keys `c < visible`, 0 for the rest; with `masked`, also 0 for a `-inf` entry and
+/// for every entry under an infinite shift (as [`exp_shifted_masked`]). Returns their sum.
+/// The whole row is computed and the hidden entries selected away, so the loops have a fixed
+/// length and run as whole vectors, where a loop over the visible prefix (ragged on diagonal
+/// tiles) ran its remainder one element at a time.
+#[inline(always)]
+pub(super) fn exp_row<M: Madd>(
+    row: &mut [f32; BLOCK],
+    visible: usize,
+    shift: f32,
+    masked: bool,
+) -> f32 {
+    let removed = masked && shift == f32::INFINITY;
+    for (c, x) in row.iter_mut().enumerate() {
+        let keep = c < visible && !removed && !(masked && *x == f32::NEG_INFINITY);
+        let e = exp::<M>(*x - shift);
+        *x = if keep { e } else { 0.0 };
+    }
+    let mut lanes = [0.0f32; HALF];
+    for (c, lane) in lanes.iter_mut().enumerate() {
+        *lane = row[c] + row[c + HALF];
+    }
+    fold_lanes(lanes, |a, b| a + b)
+}
+
+/// The largest of a score tile row's `visible` first entries (`-inf` for none), over the whole
+/// row at once as [`exp_row`] works.
+#[inline(always)]
+pub(super) fn row_max(row: &[f32; BLOCK], visible: usize) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; HALF];
+    for (c, lane) in lanes.iter_mut().enumerate() {
+        let a = if c < visible {
+            row[c]
+        } else {
+            f32::NEG_INFINITY
+        };
+        let b = if c + HALF < visible {
+            row[c + HALF]
+        } else {
+            f32::NEG_INFINITY
+        };
+        *lane = a.max(b);
+    }
+    fold_lanes(lanes, f32::max)
+}
+
+/// `lanes` folded pairwise with `f`, halving the width each time.
+#[inline(always)]
+fn fold_lanes(mut lanes: [f32; HALF], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut width = HALF;
+    while width > 1 {
+        width /= 2;
+        for c in 0..width {
+            lanes[c] = f(lanes[c], lanes[c + width]);
+        }
+    }
+    lanes[0]
+}
+
 /// The largest of `xs` (`-inf` for none), with eight running maxima so it vectorises.
 #[inline(always)]
 pub(super) fn max(xs: &[f32]) -> f32 {
@@ -262,7 +374,7 @@ pub(super) fn dot<M: Madd>(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autograd_core::kernel::Split;
+    use autograd_core::kernel::{Fused512, Split};
 
     #[test]
     fn exp_is_close_to_std_over_the_range_softmax_uses() {
@@ -278,8 +390,15 @@ mod tests {
         assert!(exp::<Split>(f32::NEG_INFINITY) < 1e-37);
     }
 
+    /// Every copy's tile shapes: half-width score tiles (baseline, AVX2) and whole-width ones
+    /// (AVX-512), which must give the same sums.
     #[test]
     fn tiles_match_plain_loops() {
+        tiles_match_plain_loops_with::<Split>();
+        tiles_match_plain_loops_with::<Fused512>();
+    }
+
+    fn tiles_match_plain_loops_with<M: Madd>() {
         let d = 37; // one full register tile of D and a ragged rest
         let a: Vec<f32> = (0..BLOCK * d)
             .map(|i| ((i * 7) % 13) as f32 - 6.0)
@@ -287,7 +406,7 @@ mod tests {
         let ldb = BLOCK + 5;
         let bt: Vec<f32> = (0..d * ldb).map(|i| ((i * 5) % 11) as f32 - 5.0).collect();
         let mut s = [0.0f32; BLOCK * BLOCK];
-        scores::<Split>(&a, &bt, ldb, d, false, &mut s);
+        scores::<M>(&a, &bt, ldb, d, false, &mut s);
         for r in 0..BLOCK {
             for c in 0..BLOCK {
                 let want: f32 = (0..d).map(|x| a[r * d + x] * bt[x * ldb + c]).sum();
@@ -303,7 +422,7 @@ mod tests {
             row: 1,
             col: BLOCK,
         };
-        accumulate::<Split>(&mut out, coef, &b, (inner, Tri::Full), d);
+        accumulate::<M>(&mut out, coef, &b, (inner, Tri::Full), d);
         for i in 0..BLOCK {
             for y in 0..d {
                 let want: f32 = 1.0
@@ -352,6 +471,11 @@ mod tests {
 
     #[test]
     fn diagonal_scores_keep_every_entry_on_or_below_the_diagonal() {
+        diagonal_scores_with::<Split>();
+        diagonal_scores_with::<Fused512>();
+    }
+
+    fn diagonal_scores_with<M: Madd>() {
         let d = 5;
         let a: Vec<f32> = (0..BLOCK * d)
             .map(|i| ((i * 7) % 13) as f32 - 6.0)
@@ -360,13 +484,51 @@ mod tests {
             .map(|i| ((i * 5) % 11) as f32 - 5.0)
             .collect();
         let (mut full, mut diag) = ([0.0f32; BLOCK * BLOCK], [0.0f32; BLOCK * BLOCK]);
-        scores::<Split>(&a, &bt, BLOCK, d, false, &mut full);
-        scores::<Split>(&a, &bt, BLOCK, d, true, &mut diag);
+        scores::<M>(&a, &bt, BLOCK, d, false, &mut full);
+        scores::<M>(&a, &bt, BLOCK, d, true, &mut diag);
         for r in 0..BLOCK {
             assert_eq!(
                 full[r * BLOCK..=r * BLOCK + r],
                 diag[r * BLOCK..=r * BLOCK + r]
             );
         }
+    }
+
+    /// A whole-row softmax numerator equals the prefix one: the visible entries' exponentials
+    /// (masked ones 0), zeros after them, and their sum; the row maximum sees the prefix only.
+    #[test]
+    fn whole_rows_agree_with_their_visible_prefix() {
+        let base: [f32; BLOCK] = std::array::from_fn(|c| ((c * 7) % 11) as f32 * 0.37 - 2.0);
+        for masked in [false, true] {
+            for visible in [0, 1, 5, HALF, HALF + 3, BLOCK] {
+                let mut row = base;
+                if masked && visible > 2 {
+                    row[1] = f32::NEG_INFINITY;
+                }
+                let want_max = row[..visible]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                assert_eq!(row_max(&row, visible), want_max, "visible {visible}");
+                let shift = 0.25;
+                let mut prefix = row;
+                if masked {
+                    exp_shifted_masked::<Split>(&mut prefix[..visible], shift);
+                } else {
+                    exp_shifted::<Split>(&mut prefix[..visible], shift);
+                }
+                prefix[visible..].fill(0.0);
+                let sum = exp_row::<Split>(&mut row, visible, shift, masked);
+                assert_eq!(row, prefix, "visible {visible}, masked {masked}");
+                let want: f32 = prefix.iter().sum();
+                assert!(
+                    (sum - want).abs() <= 1e-6 * want.max(1.0),
+                    "{sum} vs {want}"
+                );
+            }
+        }
+        // under an infinite shift (a row that sees no key) a masked row is all zeros
+        let mut row = base;
+        assert_eq!(exp_row::<Split>(&mut row, BLOCK, f32::INFINITY, true), 0.0);
+        assert_eq!(row, [0.0; BLOCK]);
     }
 }
