@@ -177,8 +177,9 @@ macro_rules! simd {
 }
 
 /// `a * b + c`: fused where the CPU has FMA, two roundings otherwise. A kernel generic over it
-/// is instantiated with [`Fused`] in its AVX2-and-FMA copy and with [`Split`] in its baseline
-/// copy (the item form of [`simd!`](crate::simd)), so neither copy calls libm's `fmaf`.
+/// is instantiated with [`Fused512`] in its AVX-512 copy, [`Fused`] in its AVX2-and-FMA copy
+/// and [`Split`] in its baseline copy (the item form of [`simd!`](crate::simd)), so no copy
+/// calls libm's `fmaf`.
 pub trait Madd {
     /// The Float32 lanes of a vector register in the copy instantiated with this type, so that
     /// a register-tiled kernel can shape its tiles to the registers it has (SSE's 4 unless an
@@ -202,25 +203,22 @@ pub struct Fused512;
 #[derive(Debug, Clone, Copy)]
 pub struct Split;
 
-impl Madd for Fused {
-    const LANES: usize = 8;
+/// `Madd` by `f32::mul_add` for each FMA copy's type, with its registers' lanes.
+macro_rules! fused_madd {
+    ($($ty:ty => $lanes:expr),*) => {$(
+        impl Madd for $ty {
+            const LANES: usize = $lanes;
 
-    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
-    #[inline(always)]
-    fn madd(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
+            #[allow(clippy::inline_always)] // inlined into each instruction-set copy
+            #[inline(always)]
+            fn madd(a: f32, b: f32, c: f32) -> f32 {
+                a.mul_add(b, c)
+            }
+        }
+    )*};
 }
 
-impl Madd for Fused512 {
-    const LANES: usize = 16;
-
-    #[allow(clippy::inline_always)] // inlined into each instruction-set copy
-    #[inline(always)]
-    fn madd(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
-}
+fused_madd!(Fused => 8, Fused512 => 16);
 
 impl Madd for Split {
     #[allow(clippy::inline_always)] // inlined into each instruction-set copy
