@@ -24,7 +24,8 @@ pub struct MatRef<'a> {
 }
 
 /// A writable matrix, addressed like [`MatRef`]. Distinct elements must be distinct slots:
-/// [`gemm_f32`] rejects strides that make two elements of a non-empty matrix alias.
+/// [`gemm_f32`](super::gemm_f32) rejects strides that make two elements of a non-empty matrix
+/// alias.
 #[derive(Debug)]
 pub struct MatMut<'a> {
     /// The storage the elements live in.

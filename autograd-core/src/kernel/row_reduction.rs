@@ -61,7 +61,7 @@ pub fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
 
 /// `Σ f(a[i], b[i])` over the runs (index ranges) of two buffers taken as one sequence: the
 /// eight f32 lanes carried across runs (so that many short runs, the planes of a small image,
-/// cost what one long one does), added in f64 every [`LANE_BLOCK`] elements or so.
+/// cost what one long one does), added in f64 every `LANE_BLOCK` (256) elements or so.
 #[inline(always)]
 pub fn lane_sum_runs(
     a: &[f32],

@@ -57,9 +57,9 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 }
 
 /// `a` and `b` broadcast to their common shape through the differentiable stride-0 view
-/// [`broadcast_to`]; an operand already of that shape is passed through unchanged. Operands
-/// whose extents then agree but whose shape trees differ (`3` and `(3)`) take the first one's
-/// tree: the second is reshaped (differentiably; its logical order is the same).
+/// [`Tensor::broadcast_to`]; an operand already of that shape is passed through unchanged.
+/// Operands whose extents then agree but whose shape trees differ (`3` and `(3)`) take the
+/// first one's tree: the second is reshaped (differentiably; its logical order is the same).
 #[track_caller]
 pub fn broadcast_pair(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     if a.shape() == b.shape() {
