@@ -65,7 +65,7 @@ pub(super) fn scores<M: Madd>(
                 }
                 continue;
             }
-            let Some(acc) = score_tile::<M, HALF>(&rows, bt, (ldb, half * HALF), d) else {
+            let Some(acc) = score_tile::<M>(&rows, bt, (ldb, half * HALF), d) else {
                 return;
             };
             for (k, acc) in acc.iter().enumerate() {
@@ -104,21 +104,21 @@ fn score_tile_pair<M: Madd>(
     Some([left, right])
 }
 
-/// One register tile of [`scores`]: `rows` against the `W` columns of `bt` from `col` on
-/// (`bt`'s rows `ldb` apart); `None` when `bt` is too short.
+/// One half-width register tile of [`scores`]: `rows` against the `HALF` columns of `bt` from
+/// `col` on (`bt`'s rows `ldb` apart); `None` when `bt` is too short.
 #[inline(always)]
-fn score_tile<M: Madd, const W: usize>(
+fn score_tile<M: Madd>(
     rows: &[&[f32]; ROWS],
     bt: &[f32],
     (ldb, col): (usize, usize),
     d: usize,
-) -> Option<[[f32; W]; ROWS]> {
-    let mut acc = [[0.0f32; W]; ROWS];
+) -> Option<[[f32; HALF]; ROWS]> {
+    let mut acc = [[0.0f32; HALF]; ROWS];
     for x in 0..d {
-        let b = bt.get(x * ldb + col..)?.first_chunk::<W>()?;
+        let b = bt.get(x * ldb + col..)?.first_chunk::<HALF>()?;
         for (acc, row) in acc.iter_mut().zip(rows) {
             let p = row[x];
-            for c in 0..W {
+            for c in 0..HALF {
                 acc[c] = M::madd(p, b[c], acc[c]);
             }
         }
