@@ -97,14 +97,16 @@ def w10_round(builds, args, record):
     # PyTorch's script starts its own two processes: not pinned
     lines = peer(args, "bench_torch_w10.py", ["all"], 1, pin=False)
     theirs = {o.get("variant"): o["median_ms"] for o in lines}
+    nan = float("nan")
     for label, (one, two) in rows.items():
         speedup = one / two["median_ms"]
         ddp = theirs.get("ddp-gloo")
         if ddp is None:
             sys.exit("bench_torch_w10.py printed no ddp-gloo line")
         print(f"  W10 [{label}] 1 process {one:.3f} ms, 2 processes {two['median_ms']:.3f} ms "
-              f"(averaging {two.get('sync_in_step_median_ms', float('nan')):.3f} in the step), "
-              f"speed-up {speedup:.3f} (>= {SPEEDUP_TARGET}); DDP {ddp:.3f} ms, ratio {two['median_ms'] / ddp:.3f} (<= 1)")
+              f"(averaging {two.get('sync_in_step_median_ms', nan):.3f} in the step), "
+              f"speed-up {speedup:.3f} (>= {SPEEDUP_TARGET}); DDP {ddp:.3f} ms, ratio {two['median_ms'] / ddp:.3f} (<= 1); "
+              f"averaging alone {two.get('sync_gb_per_s', nan):.1f} GB/s, MPI_Allreduce {two.get('mpi_allreduce_gb_per_s', nan):.1f} GB/s")
         record(("W10 speed-up", 2, label), speedup, None, SPEEDUP_TARGET, at_least=True)
         record(("W10 vs DDP", 2, label), two["median_ms"], ddp, 1.0)
 
