@@ -116,7 +116,10 @@ def peer(args, script, peer_args, threads, pin=True):
     path = Path(args.peers) / script
     if not path.exists():
         sys.exit(f"PyTorch's side {path} is missing (set --peers)")
-    return run([args.python, str(path)] + peer_args, threads, pin=pin, tries=2)
+    lines = run([args.python, str(path)] + peer_args, threads, pin=pin, tries=2)
+    if not lines:
+        sys.exit(f"{path} {' '.join(peer_args)} printed no result")
+    return lines
 
 
 def main():
