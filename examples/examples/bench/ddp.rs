@@ -61,9 +61,11 @@ fn steps(world: &World, quick: bool) -> Result<()> {
             .collect::<Vec<i32>>(),
         shape![GLOBAL_BATCH],
     )?;
+    // each rank's share is a leaf of its own, as a sharded loader hands it over: a view of
+    // the global batch would send every step's input gradient back into the whole batch
     let (x, y) = (
-        x.narrow(0, rank * b, b)?.contiguous()?,
-        y.narrow(0, rank * b, b)?.contiguous()?,
+        x.narrow(0, rank * b, b)?.contiguous()?.detach(),
+        y.narrow(0, rank * b, b)?.contiguous()?.detach(),
     );
     let model = Mlp {
         l1: Linear::new(d, h, true, &mut rng)?,
