@@ -308,6 +308,69 @@ fn functional_grads_average_like_backward(world: &World) -> Check {
     Ok(())
 }
 
+/// `average_grads` of gradients laid out every way, each spanning several of the blocks a
+/// rank sums its share in: a transposed view is averaged in place (its base holds the means),
+/// a stride-0 broadcast is replaced by a fresh tensor of the means (its row is left alone),
+/// and a compact one is averaged in place.
+fn average_grads_of_views_in_place_or_fresh(world: &World) -> Check {
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions::default()
+    ));
+    let (rank, n) = (world.rank(), world.size());
+    // integers: every rank's sum is exact, whatever order the summing rank adds in
+    let value = |i: usize, r: usize| ((i * 31 + r * 17) % 4096) as f32;
+    let mean = |i: usize| (0..n).map(|r| value(i, r)).sum::<f32>() / n as f32;
+    let (rows, cols) = (200, 300);
+    let base = tri!(Tensor::from_vec(
+        (0..rows * cols)
+            .map(|i| value(i, rank))
+            .collect::<Vec<f32>>(),
+        shape![rows, cols]
+    ));
+    let row = tri!(Tensor::from_vec(
+        (0..50).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        shape![1, 50]
+    ));
+    let flat = tri!(Tensor::from_vec(
+        (0..40_000).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        shape![40_000]
+    ));
+    let mut gs = vec![
+        tri!(base.transpose(0, 1)),
+        tri!(row.broadcast_to(&[40usize, 50])),
+        flat.clone(),
+    ];
+    tri!(ddp.average_grads(&mut gs));
+    let want: Vec<f32> = (0..rows * cols).map(mean).collect();
+    check!(
+        tri!(base.to_vec::<f32>()) == want,
+        "the transposed view's base does not hold the means"
+    );
+    let want_t: Vec<f32> = (0..cols * rows)
+        .map(|k| mean((k % rows) * cols + k / rows))
+        .collect();
+    check!(
+        tri!(gs[0].to_vec::<f32>()) == want_t,
+        "the transposed view's logical values are not the means"
+    );
+    let want_b: Vec<f32> = (0..40 * 50).map(|k| mean(k % 50)).collect();
+    check!(
+        tri!(gs[1].to_vec::<f32>()) == want_b,
+        "the broadcast gradient's values are not the means"
+    );
+    check!(
+        tri!(row.to_vec::<f32>()) == (0..50).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        "the broadcast gradient's row was written"
+    );
+    check!(
+        tri!(flat.to_vec::<f32>()) == (0..40_000).map(mean).collect::<Vec<f32>>(),
+        "the compact gradient does not hold the means in place"
+    );
+    Ok(())
+}
+
 /// A two-headed model whose second head only rank 0 uses.
 #[derive(Module)]
 struct TwoHeads {
@@ -808,7 +871,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 15] = [
+const CHECKS: [Named; 16] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -836,6 +899,10 @@ const CHECKS: [Named; 15] = [
     (
         "functional_grads_average_like_backward",
         functional_grads_average_like_backward,
+    ),
+    (
+        "average_grads_of_views_in_place_or_fresh",
+        average_grads_of_views_in_place_or_fresh,
     ),
     (
         "missing_gradient_counts_as_zeros",

@@ -16,7 +16,7 @@
 //! ([`Buckets`]).
 
 use std::cell::RefCell;
-use std::ops::{ControlFlow, Range};
+use std::ops::Range;
 
 use autograd_core::{bail, kernel, Error, Result, Tensor};
 use mpi::collective::SystemOperation;
@@ -261,6 +261,25 @@ fn stream(
     failed: Option<Error>,
     mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
+    let mut failed = failed;
+    // The stream reads each gradient in several parts, its own share's in blocks: one on a
+    // CPU carrier is read in place (checked readable here, before any rank writes a mean), any
+    // other is copied once, here.
+    let staged: Vec<Option<Vec<f32>>> = grads
+        .iter()
+        .map(|g| {
+            let g = g.as_ref()?;
+            let read = if kernel::is_cpu(g) {
+                kernel::read::<f32, _>(g, |_| None)
+            } else {
+                kernel::read_logical::<f32, _>(g, |xs| Some(xs.to_vec()))
+            };
+            read.unwrap_or_else(|e| {
+                failed.get_or_insert(e);
+                None
+            })
+        })
+        .collect();
     // the plan's length on every rank, whatever this rank was given
     let head: Vec<f32> = std::iter::once(failed.is_some())
         .chain((0..plan.sizes.len()).map(|i| grads.get(i).is_some_and(Option::is_some)))
@@ -287,11 +306,16 @@ fn stream(
         |range, dst: &mut [f32]| {
             for (i, from, to) in spans.within(range.clone()) {
                 let dst = &mut dst[to.start - range.start..to.end - range.start];
-                let read = grads[i].as_ref().map(|g| {
-                    kernel::read_logical::<f32, _>(g, |xs| {
+                let read = match (&staged[i], &grads[i]) {
+                    (Some(xs), _) => {
                         dst.copy_from_slice(&xs[from..from + dst.len()]);
-                    })
-                });
+                        Some(Ok(()))
+                    }
+                    (None, Some(g)) => {
+                        Some(kernel::read::<f32, _>(g, |xs| xs.copy_range(from, dst)))
+                    }
+                    (None, None) => None,
+                };
                 match read {
                     Some(Ok(())) => {}
                     None => dst.fill(0.0),
@@ -308,7 +332,6 @@ fn stream(
                     outcome = write(i, from, &sums[to.start - at..to.end - at]);
                 }
             }
-            ControlFlow::Continue(())
         },
     );
     match unread.into_inner() {

@@ -3,6 +3,7 @@
 //! step and the replicas stay equal.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 
 use autograd_core::{ensure, kernel, no_grad, Error, Result, Tensor};
@@ -279,16 +280,18 @@ impl<'w, M: Module> Ddp<'w, M> {
     }
 }
 
-/// Writes averaged gradients as their sums arrive, part by part: `sum / n` goes into the
-/// gradient a rank had, in place under `no_grad` (no allocation), where it is one CPU
-/// subtensor with a slot per element; else it is gathered and handed over whole, as a fresh
-/// tensor laid out for the target, once its last part has arrived.
+/// Writes averaged gradients as their sums arrive, part by part and in any order: `sum / n`
+/// goes into the gradient a rank had, in place under `no_grad` (no allocation), where it is
+/// one compact CPU subtensor; else the parts are gathered, and once the last has arrived the
+/// whole mean is written in place where the gradient has a slot per element on one CPU
+/// subtensor, or handed over as a fresh tensor laid out for the target.
 struct Means<'a> {
     targets: &'a [Tensor],
     locals: &'a [Option<Tensor>],
     n: f32,
-    /// The parts gathered so far of a gradient that cannot be written in place.
-    gathered: Vec<f32>,
+    /// The means gathered so far of gradients that are not written part by part, with how
+    /// many of their elements have arrived.
+    gathered: HashMap<usize, (Vec<f32>, usize)>,
 }
 
 impl<'a> Means<'a> {
@@ -297,7 +300,7 @@ impl<'a> Means<'a> {
             targets,
             locals,
             n: ranks as f32,
-            gathered: Vec::new(),
+            gathered: HashMap::new(),
         }
     }
 
@@ -311,36 +314,49 @@ impl<'a> Means<'a> {
         replace: impl FnOnce(Tensor) -> Result<()>,
     ) -> Result<()> {
         let n = self.n;
-        match &self.locals[i] {
-            Some(g) if kernel::is_cpu(g) && g.layout().is_injective() => {
+        // dividing by a power of two is multiplying by its inverse, exactly
+        let mean = |xs: &mut [f32], sums: &[f32]| {
+            if (n as usize).is_power_of_two() {
+                let inverse = n.recip();
+                for (x, s) in xs.iter_mut().zip(sums) {
+                    *x = s * inverse;
+                }
+            } else {
+                for (x, s) in xs.iter_mut().zip(sums) {
+                    *x = s / n;
+                }
+            }
+        };
+        let local = self.locals[i].as_ref().filter(|g| kernel::is_cpu(g));
+        if let Some(g) = local.filter(|g| g.layout().is_row_major_contiguous()) {
+            let _guard = no_grad();
+            return kernel::update::<f32, _>(g, |xs| {
+                mean(&mut xs[at..at + sums.len()], sums);
+                Ok(())
+            });
+        }
+        let target = &self.targets[i];
+        let (values, arrived) = self
+            .gathered
+            .entry(i)
+            .or_insert_with(|| (vec![0.0; target.size()], 0));
+        mean(&mut values[at..at + sums.len()], sums);
+        *arrived += sums.len();
+        if *arrived < target.size() {
+            return Ok(());
+        }
+        let Some((values, _)) = self.gathered.remove(&i) else {
+            return Ok(());
+        };
+        match local.filter(|g| g.layout().is_injective()) {
+            Some(g) => {
                 let _guard = no_grad();
                 kernel::update::<f32, _>(g, |xs| {
-                    let xs = &mut xs[at..at + sums.len()];
-                    // dividing by a power of two is multiplying by its inverse, exactly
-                    if (n as usize).is_power_of_two() {
-                        let inverse = n.recip();
-                        for (x, s) in xs.iter_mut().zip(sums) {
-                            *x = s * inverse;
-                        }
-                    } else {
-                        for (x, s) in xs.iter_mut().zip(sums) {
-                            *x = s / n;
-                        }
-                    }
+                    xs.copy_from_slice(&values);
                     Ok(())
                 })
             }
-            _ => {
-                if at == 0 {
-                    self.gathered.clear();
-                }
-                self.gathered.extend(sums.iter().map(|s| s / n));
-                let target = &self.targets[i];
-                if self.gathered.len() < target.size() {
-                    return Ok(());
-                }
-                replace(target.f32_like(std::mem::take(&mut self.gathered))?)
-            }
+            None => replace(target.f32_like(values)?),
         }
     }
 }
