@@ -6,9 +6,10 @@
 //! with the same bits) and the sums taken at once; after a second barrier every rank reads the
 //! other shares' sums where they lie. Two barriers, and one pass over the buffer per rank, where
 //! MPI's own all-reduce (or a reduce and a broadcast) copies through the library's
-//! shared-memory queues in small fragments with a handshake each: W10's averaging took
-//! 0.09–0.12 ms inside a training step with a second pass (its own share written before the
-//! first barrier and read back after the second), against 0.29–0.31 ms through MPI.
+//! shared-memory queues in small fragments with a handshake each. W10's 814 KB of gradients
+//! average back to back at 11.5–15.1 GB/s this way (7.8–10.0 with each rank's own share
+//! published before the first barrier and read back after the second), against 3.9–5.9 GB/s
+//! for MPI's own `MPI_Allreduce`.
 //!
 //! The small all-gathers every collective agrees through go the same way, with one barrier.
 //!
@@ -210,12 +211,10 @@ impl SharedSlots {
             }
         }
         self.barrier();
+        let per_block = (SUM_BLOCK / std::mem::size_of::<T>().max(1)).max(1);
         let mut block = mine.start;
         while block < mine.end {
-            let part = block
-                ..mine
-                    .end
-                    .min(block + SUM_BLOCK / std::mem::size_of::<T>().max(1));
+            let part = block..mine.end.min(block + per_block);
             let sums = own(part.clone());
             fill(piece.start + part.start..piece.start + part.end, sums);
             // each sum is made once, by one rank, so every rank reads the same bits
