@@ -103,8 +103,10 @@ def w10_round(builds, args, record):
         ddp = theirs.get("ddp-gloo")
         if ddp is None:
             sys.exit("bench_torch_w10.py printed no ddp-gloo line")
+        # each rank's compute: the step waits for the slowest (older builds do not print it)
+        ranks = "/".join(f"{c:.3f}" for c in two.get("compute_median_ms_by_rank", [])) or "?"
         print(f"  W10 [{label}] 1 process {one:.3f} ms, 2 processes {two['median_ms']:.3f} ms "
-              f"(averaging {two.get('sync_in_step_median_ms', nan):.3f} in the step), "
+              f"(compute by rank {ranks}, averaging {two.get('sync_in_step_median_ms', nan):.3f} in the step), "
               f"speed-up {speedup:.3f} (>= {SPEEDUP_TARGET}); DDP {ddp:.3f} ms, ratio {two['median_ms'] / ddp:.3f} (<= 1); "
               f"averaging alone {two.get('sync_gb_per_s', nan):.1f} GB/s, MPI_Allreduce {two.get('mpi_allreduce_gb_per_s', nan):.1f} GB/s")
         record(("W10 speed-up", 2, label), speedup, None, SPEEDUP_TARGET, at_least=True)

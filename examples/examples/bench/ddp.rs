@@ -1,7 +1,8 @@
 //! W10 (feature `mpi`, run under `mpirun`): data-parallel scaling of W2's MLP step
 //! (Linear(784, 256) -> ReLU -> Linear(256, 10) -> cross-entropy -> backward -> SGD lr 0.01)
 //! at a fixed global batch of 256, split over the ranks, gradients averaged by `Ddp`. Rank 0
-//! prints the median step, the time `Ddp` takes to average the gradients inside the step and
+//! prints the median step, each rank's median compute (forward and backward: a step waits for
+//! the slowest rank's), the time `Ddp` takes to average the gradients inside the step and
 //! alone (back to back), and MPI's own `MPI_Allreduce` of the same bytes (the transport's
 //! cost, which ours should be close to).
 //! PyTorch's side is `shared/peers/bench_torch_w10.py` (DistributedDataParallel over gloo).
@@ -83,7 +84,10 @@ fn steps(world: &World, quick: bool) -> Result<()> {
     // the averaging inside the step, timed apart: between the steps' compute it costs more
     // than back to back (the standalone figure below), and the step pays this one
     let in_step = RefCell::new(Vec::with_capacity(warm + steps));
+    // and each rank's compute (forward and backward): the step waits for the slowest rank's
+    let compute = RefCell::new(Vec::with_capacity(warm + steps));
     let (times, last) = training_times("W10", warm, steps, || {
+        let start = Instant::now();
         let m = ddp.module();
         let loss = cross_entropy(
             &m.l2.forward(&relu(&m.l1.forward(&x)?)?)?,
@@ -92,6 +96,7 @@ fn steps(world: &World, quick: bool) -> Result<()> {
         )?;
         // Ddp::backward, in its two parts (a failure on one rank aborts them all, below)
         loss.backward()?;
+        compute.borrow_mut().push(start.elapsed());
         let start = Instant::now();
         ddp.sync_grads()?;
         in_step.borrow_mut().push(start.elapsed());
@@ -101,9 +106,18 @@ fn steps(world: &World, quick: bool) -> Result<()> {
         x.set_grad(None)?;
         Ok(loss.item()?.to_f64())
     })?;
-    let mut in_step = in_step.into_inner().split_off(warm);
-    in_step.sort();
-    let in_step = in_step.get(in_step.len() / 2).copied().unwrap_or_default();
+    let middle = |all: Vec<Duration>| {
+        let mut timed = all.get(warm..).unwrap_or_default().to_vec();
+        timed.sort();
+        timed.get(timed.len() / 2).copied().unwrap_or_default()
+    };
+    let in_step = middle(in_step.into_inner());
+    let by_rank = world
+        .all_gather(&Tensor::from_vec(
+            vec![ms(middle(compute.into_inner()))],
+            shape![1],
+        )?)?
+        .to_vec::<f64>()?;
     // the averaging alone, on gradients of the model's sizes
     let loss = cross_entropy(
         &ddp.module()
@@ -129,7 +143,7 @@ fn steps(world: &World, quick: bool) -> Result<()> {
             "W10",
             &times,
             &format!(
-                ",\"processes\":{ranks},\"global_batch\":{GLOBAL_BATCH},\"local_batch\":{b},\"buckets\":{},\"grad_bytes\":{bytes},\"sync_in_step_median_ms\":{:.4},\"sync_median_ms\":{:.4},\"sync_gb_per_s\":{:.3},\"mpi_allreduce_median_ms\":{:.4},\"mpi_allreduce_gb_per_s\":{:.3},\"final_loss\":{last:.4},\"torch_peer\":\"W10 ddp-gloo\"",
+                ",\"processes\":{ranks},\"global_batch\":{GLOBAL_BATCH},\"local_batch\":{b},\"buckets\":{},\"grad_bytes\":{bytes},\"compute_median_ms_by_rank\":{by_rank:.4?},\"sync_in_step_median_ms\":{:.4},\"sync_median_ms\":{:.4},\"sync_gb_per_s\":{:.3},\"mpi_allreduce_median_ms\":{:.4},\"mpi_allreduce_gb_per_s\":{:.3},\"final_loss\":{last:.4},\"torch_peer\":\"W10 ddp-gloo\"",
                 ddp.bucket_count(),
                 ms(in_step),
                 ms(sync),
