@@ -371,6 +371,48 @@ fn average_grads_of_views_in_place_or_fresh(world: &World) -> Check {
     Ok(())
 }
 
+/// `average_grads` of two views of one storage (the tensor and its transpose) beside another
+/// gradient: on 2 ranks rank 1 sums both views, and the transpose's means are written whole
+/// before its later blocks read the tensor, so they must read the values it was given. Every
+/// element ends as the mean of the ranks' values, not a mean of means.
+fn average_grads_of_two_views_of_one_storage(world: &World) -> Check {
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions::default()
+    ));
+    let (rank, n) = (world.rank(), world.size());
+    let value = |i: usize, r: usize| ((i * 29 + r * 11) % 2048) as f32;
+    let mean = |i: usize| (0..n).map(|r| value(i, r)).sum::<f32>() / n as f32;
+    let (rows, cols, other) = (100, 200, 40_000);
+    let base = tri!(Tensor::from_vec(
+        (0..rows * cols)
+            .map(|i| value(i, rank))
+            .collect::<Vec<f32>>(),
+        shape![rows, cols]
+    ));
+    let apart = tri!(Tensor::from_vec(
+        (0..other).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        shape![other]
+    ));
+    // the stream runs last gradient first: `apart`, then the transpose, then `base`
+    let mut gs = vec![base.clone(), tri!(base.transpose(0, 1)), apart.clone()];
+    tri!(ddp.average_grads(&mut gs));
+    let got = tri!(base.to_vec::<f32>());
+    let wrong = (0..rows * cols).find(|&i| got[i] != mean(i));
+    check!(
+        wrong.is_none(),
+        "element {wrong:?} of the shared storage is not the mean of the ranks' values"
+    );
+    let got = tri!(apart.to_vec::<f32>());
+    let wrong = (0..other).find(|&i| got[i] != mean(i));
+    check!(
+        wrong.is_none(),
+        "element {wrong:?} of the other gradient is wrong"
+    );
+    Ok(())
+}
+
 /// A two-headed model whose second head only rank 0 uses.
 #[derive(Module)]
 struct TwoHeads {
@@ -871,7 +913,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 16] = [
+const CHECKS: [Named; 17] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -903,6 +945,10 @@ const CHECKS: [Named; 16] = [
     (
         "average_grads_of_views_in_place_or_fresh",
         average_grads_of_views_in_place_or_fresh,
+    ),
+    (
+        "average_grads_of_two_views_of_one_storage",
+        average_grads_of_two_views_of_one_storage,
     ),
     (
         "missing_gradient_counts_as_zeros",

@@ -1,6 +1,7 @@
 //! Gradient averaging. On one machine the gradients go through the ranks' shared memory
 //! ([`SharedSlots`]) as one stream, last parameter first, each rank packing its values straight
-//! into its slot and the sums written straight from the slots into the gradients. Across
+//! into its slot (from a copy only for a gradient off the CPU, or one whose storage another
+//! gradient shares) and the sums written straight from the slots into the gradients. Across
 //! machines they go as PyTorch's DDP sends them: packed into flat `f32` buffers of about
 //! `bucket_bytes` each, whose non-blocking all-reduces (`MPI_Iallreduce`) start as soon as each
 //! is packed, so later buckets are packed while earlier ones travel; they are unpacked once all
@@ -16,7 +17,9 @@
 //! ([`Buckets`]).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use autograd_core::{bail, kernel, Error, Result, Tensor};
 use mpi::collective::SystemOperation;
@@ -121,12 +124,11 @@ impl Buckets {
     /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks
     /// and calls `write(i, at, sums)` with the sums of elements `at..at + sums.len()` of each
     /// gradient that some rank had (in logical order, a rank without one counted zeros; a
-    /// gradient's parts arrive in order); a gradient no rank had is skipped. `failed` is this
-    /// rank's failure before averaging; a gradient that cannot be read is one too. When any
-    /// rank failed before averaging, no `write` runs on any rank and every rank gets an error:
-    /// its own, or one saying how many ranks failed. A `write` that fails on some rank (or, on
-    /// one machine, a gradient that cannot be read once the stream has started) is an error on
-    /// every rank, and leaves gradients partly written. No failure keeps a rank out of a
+    /// gradient's parts arrive in any order, each element once); a gradient no rank had is
+    /// skipped. `failed` is this rank's failure before averaging; a gradient that cannot be
+    /// read is one too. When any rank failed before averaging, no `write` runs on any rank and
+    /// every rank gets an error: its own, or one saying how many ranks failed. A `write` that
+    /// fails on some rank is an error on every rank, and leaves gradients partly written. No failure keeps a rank out of a
     /// collective, so none makes the others wait forever.
     ///
     /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
@@ -262,14 +264,27 @@ fn stream(
     mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
     let mut failed = failed;
-    // The stream reads each gradient in several parts, its own share's in blocks: one on a
-    // CPU carrier is read in place (checked readable here, before any rank writes a mean), any
-    // other is copied once, here.
+    // The stream reads each gradient in several parts, and writes the means of a rank's own
+    // share before it reads the later parts: a gradient on a CPU carrier of its own is read
+    // in place (checked readable here, before any rank writes a mean); one off the CPU, or
+    // whose carrier another gradient shares (a list naming one tensor twice), is copied once,
+    // here, so that every part is read before any mean is written into it.
+    let mut holders: HashMap<*const (), usize> = HashMap::new();
+    let carrier = |g: &Tensor| {
+        g.carrier()
+            .ok()
+            .filter(|_| kernel::is_cpu(g))
+            .map(|c| Arc::as_ptr(c).cast::<()>())
+    };
+    for c in grads.iter().flatten().filter_map(carrier) {
+        *holders.entry(c).or_default() += 1;
+    }
     let staged: Vec<Option<Vec<f32>>> = grads
         .iter()
         .map(|g| {
             let g = g.as_ref()?;
-            let read = if kernel::is_cpu(g) {
+            let own_carrier = carrier(g).is_some_and(|c| holders.get(&c) == Some(&1));
+            let read = if own_carrier {
                 kernel::read::<f32, _>(g, |_| None)
             } else {
                 kernel::read_logical::<f32, _>(g, |xs| Some(xs.to_vec()))
