@@ -264,37 +264,7 @@ fn stream(
     mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
     let mut failed = failed;
-    // The stream reads each gradient in several parts, and writes the means of a rank's own
-    // share before it reads the later parts: a gradient on a CPU carrier of its own is read
-    // in place (checked readable here, before any rank writes a mean); one off the CPU, or
-    // whose carrier another gradient shares (a list naming one tensor twice), is copied once,
-    // here, so that every part is read before any mean is written into it.
-    let mut holders: HashMap<*const (), usize> = HashMap::new();
-    let carrier = |g: &Tensor| {
-        g.carrier()
-            .ok()
-            .filter(|_| kernel::is_cpu(g))
-            .map(|c| Arc::as_ptr(c).cast::<()>())
-    };
-    for c in grads.iter().flatten().filter_map(carrier) {
-        *holders.entry(c).or_default() += 1;
-    }
-    let staged: Vec<Option<Vec<f32>>> = grads
-        .iter()
-        .map(|g| {
-            let g = g.as_ref()?;
-            let own_carrier = carrier(g).is_some_and(|c| holders.get(&c) == Some(&1));
-            let read = if own_carrier {
-                kernel::read::<f32, _>(g, |_| None)
-            } else {
-                kernel::read_logical::<f32, _>(g, |xs| Some(xs.to_vec()))
-            };
-            read.unwrap_or_else(|e| {
-                failed.get_or_insert(e);
-                None
-            })
-        })
-        .collect();
+    let staged = staged(grads, &mut failed);
     // the plan's length on every rank, whatever this rank was given
     let head: Vec<f32> = std::iter::once(failed.is_some())
         .chain((0..plan.sizes.len()).map(|i| grads.get(i).is_some_and(Option::is_some)))
@@ -353,6 +323,40 @@ fn stream(
         Some(e) => Err(e),
         None => outcome,
     }
+}
+
+/// Copies, up front, of the gradients the stream cannot read in place (`None` for the others,
+/// or when this rank has failed already; a gradient that cannot be read fails it). The stream
+/// reads each gradient in several parts and writes the means of a rank's own share before it
+/// reads the later parts, so a gradient on a CPU carrier of its own is read in place (checked
+/// readable here, before any rank writes a mean), while one off the CPU, or whose carrier
+/// another gradient shares (a tensor and its transpose in one list), is copied here.
+fn staged(grads: &[Option<Tensor>], failed: &mut Option<Error>) -> Vec<Option<Vec<f32>>> {
+    let carrier = |g: &Tensor| {
+        g.carrier()
+            .ok()
+            .filter(|_| kernel::is_cpu(g))
+            .map(|c| Arc::as_ptr(c).cast::<()>())
+    };
+    let mut holders: HashMap<*const (), usize> = HashMap::new();
+    for c in grads.iter().flatten().filter_map(carrier) {
+        *holders.entry(c).or_default() += 1;
+    }
+    grads
+        .iter()
+        .map(|g| {
+            let g = g.as_ref().filter(|_| failed.is_none())?;
+            let read = if carrier(g).is_some_and(|c| holders.get(&c) == Some(&1)) {
+                kernel::read::<f32, _>(g, |_| None)
+            } else {
+                g.values::<f32>().map(Some)
+            };
+            read.unwrap_or_else(|e| {
+                failed.get_or_insert(e);
+                None
+            })
+        })
+        .collect()
 }
 
 /// Where gradients lie in a stream of them, one after the other.
