@@ -308,35 +308,45 @@ fn functional_grads_average_like_backward(world: &World) -> Check {
     Ok(())
 }
 
+/// Element `i` of rank `r`'s gradients in the `average_grads` checks: integers, so that every
+/// rank's sum is exact whatever order the summing rank adds in.
+fn value(i: usize, r: usize) -> f32 {
+    ((i * 31 + r * 17) % 4096) as f32
+}
+
+/// The mean over the world's ranks of element `i`.
+fn mean(world: &World, i: usize) -> f32 {
+    let n = world.size();
+    (0..n).map(|r| value(i, r)).sum::<f32>() / n as f32
+}
+
+/// This rank's values as a Float32 tensor of `dims`.
+fn ranked_gradient(world: &World, dims: &[usize]) -> autograd_core::Result<Tensor> {
+    let len = dims.iter().product::<usize>();
+    Tensor::from_vec(
+        (0..len)
+            .map(|i| value(i, world.rank()))
+            .collect::<Vec<f32>>(),
+        dims,
+    )
+}
+
+/// A `Ddp` to average gradients with.
+fn averager(world: &World) -> autograd_core::Result<Ddp<'_, Net>> {
+    Ddp::new(world, Net::new(1, HIDDEN)?, DdpOptions::default())
+}
+
 /// `average_grads` of gradients laid out every way, each spanning several of the blocks a
 /// rank sums its share in: a transposed view is averaged in place (its base holds the means),
 /// a stride-0 broadcast is replaced by a fresh tensor of the means (its row is left alone),
 /// and a compact one is averaged in place.
 fn average_grads_of_views_in_place_or_fresh(world: &World) -> Check {
-    let ddp = tri!(Ddp::new(
-        world,
-        tri!(Net::new(1, HIDDEN)),
-        DdpOptions::default()
-    ));
-    let (rank, n) = (world.rank(), world.size());
-    // integers: every rank's sum is exact, whatever order the summing rank adds in
-    let value = |i: usize, r: usize| ((i * 31 + r * 17) % 4096) as f32;
-    let mean = |i: usize| (0..n).map(|r| value(i, r)).sum::<f32>() / n as f32;
+    let mean = |i| mean(world, i);
     let (rows, cols) = (200, 300);
-    let base = tri!(Tensor::from_vec(
-        (0..rows * cols)
-            .map(|i| value(i, rank))
-            .collect::<Vec<f32>>(),
-        shape![rows, cols]
-    ));
-    let row = tri!(Tensor::from_vec(
-        (0..50).map(|i| value(i, rank)).collect::<Vec<f32>>(),
-        shape![1, 50]
-    ));
-    let flat = tri!(Tensor::from_vec(
-        (0..40_000).map(|i| value(i, rank)).collect::<Vec<f32>>(),
-        shape![40_000]
-    ));
+    let ddp = tri!(averager(world));
+    let base = tri!(ranked_gradient(world, &[rows, cols]));
+    let row = tri!(ranked_gradient(world, &[1, 50]));
+    let flat = tri!(ranked_gradient(world, &[40_000]));
     let mut gs = vec![
         tri!(base.transpose(0, 1)),
         tri!(row.broadcast_to(&[40usize, 50])),
@@ -361,7 +371,10 @@ fn average_grads_of_views_in_place_or_fresh(world: &World) -> Check {
         "the broadcast gradient's values are not the means"
     );
     check!(
-        tri!(row.to_vec::<f32>()) == (0..50).map(|i| value(i, rank)).collect::<Vec<f32>>(),
+        tri!(row.to_vec::<f32>())
+            == (0..50)
+                .map(|i| value(i, world.rank()))
+                .collect::<Vec<f32>>(),
         "the broadcast gradient's row was written"
     );
     check!(
@@ -376,40 +389,24 @@ fn average_grads_of_views_in_place_or_fresh(world: &World) -> Check {
 /// before its later blocks read the tensor, so they must read the values it was given. Every
 /// element ends as the mean of the ranks' values, not a mean of means.
 fn average_grads_of_two_views_of_one_storage(world: &World) -> Check {
-    let ddp = tri!(Ddp::new(
-        world,
-        tri!(Net::new(1, HIDDEN)),
-        DdpOptions::default()
-    ));
-    let (rank, n) = (world.rank(), world.size());
-    let value = |i: usize, r: usize| ((i * 29 + r * 11) % 2048) as f32;
-    let mean = |i: usize| (0..n).map(|r| value(i, r)).sum::<f32>() / n as f32;
     let (rows, cols, other) = (100, 200, 40_000);
-    let base = tri!(Tensor::from_vec(
-        (0..rows * cols)
-            .map(|i| value(i, rank))
-            .collect::<Vec<f32>>(),
-        shape![rows, cols]
-    ));
-    let apart = tri!(Tensor::from_vec(
-        (0..other).map(|i| value(i, rank)).collect::<Vec<f32>>(),
-        shape![other]
-    ));
+    let ddp = tri!(averager(world));
+    let base = tri!(ranked_gradient(world, &[rows, cols]));
+    let apart = tri!(ranked_gradient(world, &[other]));
     // the stream runs last gradient first: `apart`, then the transpose, then `base`
     let mut gs = vec![base.clone(), tri!(base.transpose(0, 1)), apart.clone()];
     tri!(ddp.average_grads(&mut gs));
-    let got = tri!(base.to_vec::<f32>());
-    let wrong = (0..rows * cols).find(|&i| got[i] != mean(i));
-    check!(
-        wrong.is_none(),
-        "element {wrong:?} of the shared storage is not the mean of the ranks' values"
-    );
-    let got = tri!(apart.to_vec::<f32>());
-    let wrong = (0..other).find(|&i| got[i] != mean(i));
-    check!(
-        wrong.is_none(),
-        "element {wrong:?} of the other gradient is wrong"
-    );
+    for (what, t, len) in [
+        ("the shared storage", &base, rows * cols),
+        ("the other gradient", &apart, other),
+    ] {
+        let got = tri!(t.to_vec::<f32>());
+        let wrong = (0..len).find(|&i| got[i] != mean(world, i));
+        check!(
+            wrong.is_none(),
+            "element {wrong:?} of {what} is not the mean of the ranks' values"
+        );
+    }
     Ok(())
 }
 
