@@ -128,8 +128,8 @@ impl Buckets {
     /// skipped. `failed` is this rank's failure before averaging; a gradient that cannot be
     /// read is one too. When any rank failed before averaging, no `write` runs on any rank and
     /// every rank gets an error: its own, or one saying how many ranks failed. A `write` that
-    /// fails on some rank is an error on every rank, and leaves gradients partly written. No failure keeps a rank out of a
-    /// collective, so none makes the others wait forever.
+    /// fails on some rank is an error on every rank, and leaves gradients partly written. No
+    /// failure keeps a rank out of a collective, so none makes the others wait forever.
     ///
     /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
     /// not match the plan's sizes are this rank's failure (a bug).

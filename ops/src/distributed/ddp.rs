@@ -282,9 +282,9 @@ impl<'w, M: Module> Ddp<'w, M> {
 
 /// Writes averaged gradients as their sums arrive, part by part and in any order: `sum / n`
 /// goes into the gradient a rank had, in place under `no_grad` (no allocation), where it is
-/// one CPU subtensor stored in logical order; else the parts are gathered, and once the last has arrived the
-/// whole mean is written in place where the gradient has a slot per element on one CPU
-/// subtensor, or handed over as a fresh tensor laid out for the target.
+/// one CPU subtensor stored in logical order; else the parts are gathered, and once the last
+/// has arrived the whole mean is written in place where the gradient has a slot per element
+/// on one CPU subtensor, or handed over as a fresh tensor laid out for the target.
 struct Means<'a> {
     targets: &'a [Tensor],
     locals: &'a [Option<Tensor>],
