@@ -214,8 +214,7 @@ impl SharedSlots {
         }
         self.barrier();
         let per_block = (SUM_BLOCK / std::mem::size_of::<T>().max(1)).max(1);
-        let mut block = mine.start;
-        while block < mine.end {
+        for block in (mine.start..mine.end).step_by(per_block) {
             let part = block..mine.end.min(block + per_block);
             let sums = own(part.clone());
             fill(piece.start + part.start..piece.start + part.end, sums);
@@ -228,7 +227,6 @@ impl SharedSlots {
                 }
             }
             take(piece.start + part.start, sums);
-            block = part.end;
         }
         self.barrier();
         for r in (0..n).filter(|&r| r != me) {
