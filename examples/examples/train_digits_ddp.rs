@@ -1,8 +1,8 @@
 //! `train_digits` on several processes: the digits MLP trained data-parallel over MPI. Every
 //! rank holds a replica (rank 0's initialisation, broadcast), trains on its shard of each
 //! global batch (`DataLoader::shard`) and averages gradients with the others after every
-//! backward (`Ddp`), so the model is the one a single process training on whole global batches
-//! gets. Prints each rank's throughput and the held-out accuracy; `--compare` also trains the
+//! backward, stepping each parameter as soon as its mean is in (`Ddp::backward_step`), so the
+//! model is the one a single process training on whole global batches gets. Prints each rank's throughput and the held-out accuracy; `--compare` also trains the
 //! single-process model on rank 0 and prints its accuracy and how far its parameters are.
 //!
 //!     cargo build --release -p autograd-examples --features mpi --example train_digits_ddp
@@ -136,8 +136,8 @@ fn train_digits_ddp(world: &World, args: &Args) -> Result<()> {
                 CrossEntropyOptions::default(),
             )?;
             opt.zero_grad()?;
-            ddp.backward(&loss)?;
-            opt.step()?;
+            // backward, averaging and AdamW's step, each parameter stepped once its mean is in
+            ddp.backward_step(&loss, &mut opt)?;
             total += loss.item()?.to_f64();
             steps += 1;
         }

@@ -8,10 +8,12 @@
 
 use std::process::ExitCode;
 
+use autograd_core::ops::mul;
 use autograd_core::{shape, DType, ErrorKind, Rng, Tensor};
 use autograd_ops::distributed::{Ddp, DdpOptions, ReduceOp, World};
 use autograd_ops::{
-    cross_entropy, relu, CrossEntropyOptions, Linear, Module, Optimizer, Sgd, SgdConfig,
+    cross_entropy, relu, AdamW, AdamWConfig, CrossEntropyOptions, Linear, Module, Optimizer, Sgd,
+    SgdConfig,
 };
 
 type Check = Result<(), String>;
@@ -188,6 +190,186 @@ fn bucket_boundaries_do_not_change_results(world: &World) -> Check {
     );
     let d = max_diff(&one, &many).max(max_diff(&one, &each));
     check!(d <= 1e-6, "bucket sizes change the result by {d}");
+    Ok(())
+}
+
+/// The optimizers `backward_step` is checked with: SGD with momentum, AdamW with weight decay,
+/// and SGD over the second layer only (the first is averaged, not stepped).
+fn optimizers(net: &Net) -> autograd_core::Result<Vec<Box<dyn Optimizer>>> {
+    Ok(vec![
+        Box::new(sgd(net.parameters())?),
+        Box::new(AdamW::new(
+            net.parameters(),
+            AdamWConfig {
+                lr: 0.05,
+                weight_decay: 0.1,
+                ..AdamWConfig::default()
+            },
+        )?),
+        Box::new(sgd(net.l2.parameters())?),
+    ])
+}
+
+fn backward_step_equals_backward_then_step(world: &World) -> Check {
+    for bucket_bytes in [DdpOptions::default().bucket_bytes, 40] {
+        let options = DdpOptions { bucket_bytes };
+        for k in 0..3 {
+            // the same initialisation for both, a different one on every rank
+            let seed = 1 + world.rank() as u64;
+            let apart = tri!(Ddp::new(world, tri!(Net::new(seed, HIDDEN)), options));
+            let fused = tri!(Ddp::new(world, tri!(Net::new(seed, HIDDEN)), options));
+            let mut apart_opt = tri!(optimizers(apart.module())).swap_remove(k);
+            let mut fused_opt = tri!(optimizers(fused.module())).swap_remove(k);
+            for step in 0..STEPS {
+                let (x, y) = tri!(batch(step));
+                let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+                tri!(apart_opt.zero_grad());
+                tri!(apart.backward(&tri!(apart.module().loss(&x, &y))));
+                tri!(apart_opt.step());
+                tri!(fused_opt.zero_grad());
+                tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), fused_opt.as_mut()));
+            }
+            let (a, f) = (tri!(flat(apart.module())), tri!(flat(fused.module())));
+            let differ = a
+                .iter()
+                .zip(&f)
+                .position(|(a, f)| a.to_bits() != f.to_bits());
+            check!(
+                a.len() == f.len() && differ.is_none(),
+                "optimizer {k}, {bucket_bytes}-byte buckets: backward_step differs from backward and step at {differ:?}"
+            );
+            check!(
+                tri!(grads(fused.module())) == tri!(grads(apart.module())),
+                "optimizer {k}: backward_step left other gradients than backward"
+            );
+            check!(
+                tri!(same_everywhere(world, &f)),
+                "optimizer {k}: the replicas differ after backward_step"
+            );
+            let moved = max_diff(&f, &tri!(flat(&tri!(Net::new(1, HIDDEN)))));
+            check!(
+                moved > 1e-3,
+                "optimizer {k} moved the parameters by {moved} only"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Check {
+    let odd = world.size() - 1;
+    let (x, y) = tri!(batch(3));
+    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(Net::new(1, HIDDEN)),
+        DdpOptions { bucket_bytes: 64 }
+    ));
+    let before = tri!(flat(ddp.module()));
+    let loss = tri!(ddp.module().loss(&x, &y));
+    if world.rank() == odd {
+        // the Ddp's first layer and a tensor of another model
+        let stranger = tri!(Net::new(9, HIDDEN));
+        let mut params = ddp.module().l1.parameters();
+        params.push(stranger.l2.weight().clone());
+        let mut opt = tri!(sgd(params));
+        let r = ddp.backward_step(&loss, &mut opt);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Value && e.to_string().contains("not one of the Ddp's")),
+            "the rank with a foreign optimizer got {r:?}"
+        );
+        check!(
+            tri!(grads(ddp.module())).iter().all(|g| g.is_nan()),
+            "the refused backward_step ran the backward"
+        );
+        check!(
+            tri!(flat(&stranger)) == tri!(flat(&tri!(Net::new(9, HIDDEN)))),
+            "the foreign tensor changed"
+        );
+    } else {
+        let mut opt = tri!(sgd(ddp.module().parameters()));
+        let r = ddp.backward_step(&loss, &mut opt);
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains("1 of the")),
+            "rank {} got {r:?} while rank {odd}'s optimizer was refused",
+            world.rank()
+        );
+        let alone = tri!(Net::new(1, HIDDEN));
+        tri!(alone.loss(&x, &y).and_then(|l| l.backward()));
+        check!(
+            tri!(grads(ddp.module())) == tri!(grads(&alone)),
+            "gradients were averaged although rank {odd}'s optimizer was refused"
+        );
+    }
+    check!(
+        tri!(flat(ddp.module())) == before,
+        "a parameter was stepped although rank {odd}'s optimizer was refused"
+    );
+    // the replicas go on with a right optimizer
+    let mut opt = tri!(sgd(ddp.module().parameters()));
+    tri!(opt.zero_grad());
+    tri!(ddp.backward_step(&tri!(ddp.module().loss(&x, &y)), &mut opt));
+    check!(
+        tri!(same_everywhere(world, &tri!(flat(ddp.module())))),
+        "the replicas differ after the next backward_step"
+    );
+    Ok(())
+}
+
+/// A model whose two layers are one: the same weight and bias, held twice.
+#[derive(Module)]
+struct Tied {
+    first: Linear,
+    again: Linear,
+}
+
+fn tied_parameters_average_and_step_once(world: &World) -> Check {
+    let tied = |seed: u64| -> autograd_core::Result<Tied> {
+        let l = Linear::new(FEATURES, FEATURES, true, &mut Rng::new(seed))?;
+        let (w, b) = (l.weight().clone(), l.bias().cloned());
+        Ok(Tied {
+            first: Linear::from_parameters(w.clone(), b.clone())?,
+            again: Linear::from_parameters(w, b)?,
+        })
+    };
+    let loss = |t: &Tied, x: &Tensor| -> autograd_core::Result<Tensor> {
+        let h = t.again.forward(&relu(&t.first.forward(x)?)?)?;
+        autograd_core::ops::mean(&mul(&h, &h)?)
+    };
+    // the optimizer takes each tensor once
+    let once = |t: &Tied| t.first.parameters();
+    // one process on the global batches
+    let reference = tri!(tied(1));
+    let mut opt = tri!(sgd(once(&reference)));
+    for step in 0..STEPS {
+        let (x, _) = tri!(batch(step));
+        tri!(opt.zero_grad());
+        tri!(tri!(loss(&reference, &x)).backward());
+        tri!(opt.step());
+    }
+    let ddp = tri!(Ddp::new(
+        world,
+        tri!(tied(1 + world.rank() as u64)),
+        DdpOptions { bucket_bytes: 1 }
+    ));
+    check!(
+        ddp.bucket_count() == 2,
+        "a tied weight and bias went in {} one-tensor buckets",
+        ddp.bucket_count()
+    );
+    let mut opt = tri!(sgd(once(ddp.module())));
+    for step in 0..STEPS {
+        let (x, _) = tri!(batch(step));
+        tri!(opt.zero_grad());
+        tri!(ddp.backward_step(&tri!(loss(ddp.module(), &tri!(share(world, &x)))), &mut opt));
+    }
+    let got = tri!(flat(&ddp.module().first));
+    let d = max_diff(&got, &tri!(flat(&reference.first)));
+    check!(d <= 1e-6, "the tied model differs from one process by {d}");
+    check!(
+        tri!(same_everywhere(world, &got)),
+        "the tied replicas differ"
+    );
     Ok(())
 }
 
@@ -910,7 +1092,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 17] = [
+const CHECKS: [Named; 20] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -930,6 +1112,18 @@ const CHECKS: [Named; 17] = [
     (
         "bucket_boundaries_do_not_change_results",
         bucket_boundaries_do_not_change_results,
+    ),
+    (
+        "backward_step_equals_backward_then_step",
+        backward_step_equals_backward_then_step,
+    ),
+    (
+        "backward_step_refuses_an_optimizer_of_other_parameters",
+        backward_step_refuses_an_optimizer_of_other_parameters,
+    ),
+    (
+        "tied_parameters_average_and_step_once",
+        tied_parameters_average_and_step_once,
     ),
     (
         "no_sync_accumulation_equals_synchronous",

@@ -4,8 +4,9 @@
 //! gradient shares) and the sums written straight from the slots into the gradients. Across
 //! machines they go as PyTorch's DDP sends them: packed into flat `f32` buffers of about
 //! `bucket_bytes` each, whose non-blocking all-reduces (`MPI_Iallreduce`) start as soon as each
-//! is packed, so later buckets are packed while earlier ones travel; they are unpacked once all
-//! have arrived, so that a failure any bucket reports stops every write. A single bucket has
+//! is packed, so later buckets are packed while earlier ones travel; each is unpacked as soon as
+//! it arrives, while later ones still travel (every gradient is checked readable before the
+//! first bucket leaves, so every bucket carries the same failure flag). A single bucket has
 //! nothing to overlap with and takes the blocking `MPI_Allreduce`, which MPI libraries tune
 //! harder.
 //!
@@ -17,7 +18,7 @@
 //! ([`Buckets`]).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -167,16 +168,27 @@ impl Buckets {
         super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
     }
 
-    /// [`Buckets::all_reduce`] in the library's all-reduces, a bucket at a time.
+    /// [`Buckets::all_reduce`] in the library's all-reduces, a bucket at a time: every
+    /// bucket's all-reduce starts as soon as it is packed, and each bucket's sums are written
+    /// as soon as it arrives, while later ones are still in flight (MPI is asked after each
+    /// gradient written whether more have arrived, which also moves them along).
     fn in_buckets(
         &mut self,
         world: &World,
         grads: &[Option<Tensor>],
         failed: Option<Error>,
-        write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
+        mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
         let mut failed = failed;
+        // every gradient readable before the first bucket leaves, so that every bucket
+        // carries the same failure flag and a bucket that arrives clean may be written at once
+        if failed.is_none() {
+            failed = grads
+                .iter()
+                .flatten()
+                .find_map(|g| kernel::read::<f32, _>(g, |_| ()).err());
+        }
         if self.sends.len() != plan.len() {
             self.sends = (0..plan.len())
                 .map(|b| vec![0.0; plan.buffer_len(b)])
@@ -184,27 +196,34 @@ impl Buckets {
             self.recvs = self.sends.clone();
         }
         let comm = world.comm();
-        let mut pack_next = |b: usize, send: &mut [f32]| {
+        let pack_next = |b: usize, send: &mut [f32], failed: &mut Option<Error>| {
             if failed.is_none() {
                 if let Err(e) = pack(plan, b, grads, send) {
-                    failed = Some(e);
+                    *failed = Some(e);
                 }
             }
             if let Some(last) = send.last_mut() {
                 *last = f32::from(u8::from(failed.is_some()));
             }
         };
+        // the most ranks a bucket saw failing, and the first failed write
+        let mut failures = 0.0f32;
+        let mut written = Ok(());
         if let ([send], [recv]) = (&mut self.sends[..], &mut self.recvs[..]) {
             // one bucket overlaps with nothing: the blocking all-reduce, which MPI libraries
             // tune harder than their non-blocking ones
-            pack_next(0, send);
+            pack_next(0, send, &mut failed);
             world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+            failures = recv.last().copied().unwrap_or(0.0);
+            if failures == 0.0 && failed.is_none() {
+                written = write_bucket(plan, 0, recv, &mut write, &mut || {});
+            }
         } else {
             mpi::request::multiple_scope(plan.len(), |scope, requests| {
                 for (b, (send, recv)) in
                     self.sends.iter_mut().zip(self.recvs.iter_mut()).enumerate()
                 {
-                    pack_next(b, send);
+                    pack_next(b, send, &mut failed);
                     let send: &[f32] = send;
                     requests.add(comm.immediate_all_reduce_into(
                         scope,
@@ -213,35 +232,60 @@ impl Buckets {
                         SystemOperation::sum(),
                     ));
                 }
-                requests.wait_all(&mut Vec::new());
+                let mut arrived = VecDeque::new();
+                let mut polled = Vec::new();
+                while requests.incomplete() > 0 || !arrived.is_empty() {
+                    let (b, summed): (usize, &[f32]) = match arrived.pop_front() {
+                        Some(next) => next,
+                        None => match requests.wait_any() {
+                            Some((b, _, summed)) => (b, summed),
+                            None => continue,
+                        },
+                    };
+                    let flag = summed.last().copied().unwrap_or(0.0);
+                    failures = failures.max(flag);
+                    if flag > 0.0 || failed.is_some() || written.is_err() {
+                        continue;
+                    }
+                    // between gradients, whatever else arrived is queued
+                    let mut poll = || {
+                        // (MPI_Testsome with none left in flight reports "undefined", which the
+                        // binding cannot take)
+                        if requests.incomplete() == 0 {
+                            return;
+                        }
+                        requests.test_some(&mut polled);
+                        arrived.extend(polled.drain(..).map(|(b, _, summed)| (b, summed)));
+                    };
+                    written = write_bucket(plan, b, summed, &mut write, &mut poll);
+                }
             });
         }
-        // the most ranks any bucket saw failing: the same number on every rank
-        let failures = self
-            .recvs
-            .iter()
-            .map(|r| r.last().copied().unwrap_or(0.0))
-            .fold(0.0f32, f32::max);
         match failed {
             Some(e) => Err(e),
             None if failures > 0.0 => Err(ranks_failed(failures, world.size())),
-            None => self.write_sums(write),
+            None => written,
         }
     }
+}
 
-    /// Calls `write(i, 0, sum)` for every gradient some rank had, from the received buckets,
-    /// stopping at the first error.
-    fn write_sums(&self, mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>) -> Result<()> {
-        for (b, summed) in self.recvs.iter().enumerate() {
-            let flags = summed.len() - self.plan.buckets[b].len() - 1;
-            for (k, (i, span)) in self.plan.spans(b).enumerate() {
-                if summed[flags + k] > 0.0 {
-                    write(i, 0, &summed[span])?;
-                }
-            }
+/// Calls `write(i, 0, sum)` for every gradient of bucket `b` some rank had, from its received
+/// buffer `summed`, and `between()` after each; stops at the first error.
+fn write_bucket(
+    plan: &Plan,
+    b: usize,
+    summed: &[f32],
+    write: &mut impl FnMut(usize, usize, &[f32]) -> Result<()>,
+    between: &mut impl FnMut(),
+) -> Result<()> {
+    let flags = summed.len() - plan.buckets[b].len() - 1;
+    for (k, (i, span)) in plan.spans(b).enumerate() {
+        if summed[flags + k] > 0.0 {
+            write(i, 0, &summed[span])?;
+            between();
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The error of a rank that did not fail itself when `failures` ranks of `n` did.

@@ -3,8 +3,9 @@
 //! step and the replicas stay equal.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use autograd_core::{ensure, kernel, no_grad, Error, Result, Tensor};
 
@@ -12,6 +13,7 @@ use super::agreement::{agree, all_succeeded, Fnv};
 use super::bucket::{Buckets, Plan};
 use super::{fingerprint, replica, World};
 use crate::module::Module;
+use crate::optim::Optimizer;
 
 /// How a [`Ddp`] communicates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,10 +107,12 @@ impl<'w, M: Module> Ddp<'w, M> {
             "DdpOptions::bucket_bytes must be positive"
         );
         replica::copy_rank0(world, &module)?;
+        // a tensor the module holds twice (tied weights) is averaged once
+        let mut seen = HashSet::new();
         let params: Vec<Tensor> = module
             .parameters()
             .into_iter()
-            .filter(Tensor::is_differentiable)
+            .filter(|p| p.is_differentiable() && seen.insert(p.id()))
             .collect();
         let sizes: Vec<usize> = params.iter().map(Tensor::size).collect();
         let plan = Plan::new(&sizes, options.bucket_bytes)?;
@@ -159,16 +163,94 @@ impl<'w, M: Module> Ddp<'w, M> {
         if !self.sync {
             return local;
         }
-        self.average_with(local.err())
+        self.average_with(local.err(), |_| Ok(()))
+    }
+
+    /// [`Ddp::backward`] and then `opt`'s step, overlapped: each parameter is stepped as soon
+    /// as its mean is written, while later buckets are still in flight. The result is that of
+    /// `ddp.backward(&loss)` followed by `opt.step()` for an optimizer whose state is per
+    /// parameter (every optimizer of this crate: `opt.step_with` is called once per parameter,
+    /// with `None` for the others). Every rank calls it once per step; it averages inside
+    /// [`Ddp::no_sync`] too, ending the accumulation.
+    ///
+    /// `opt` may update a subset of the `Ddp`'s parameters, but no other tensor: one is
+    /// `Error::Value` on this rank before its backward runs, and an error on every other rank,
+    /// with no gradient averaged and no parameter stepped. A failed backward is as in
+    /// [`Ddp::backward`], with nothing stepped. Clipping by the global norm needs every mean
+    /// before any step: use `backward`, `clip_grad_norm` and `opt.step()` for it. A step that
+    /// fails after the optimizer's checks (a carrier class refusing a write) is an error on
+    /// every rank, and leaves the parameters stepped before it stepped.
+    pub fn backward_step<O: Optimizer + ?Sized>(&self, loss: &Tensor, opt: &mut O) -> Result<()> {
+        let slots = match self.optimizer_slots(opt.params()) {
+            Ok(slots) => slots,
+            Err(e) => return self.average_with(Some(e), |_| Ok(())),
+        };
+        let local = loss.backward().err();
+        let mut one: Vec<Option<Tensor>> = vec![None; opt.params().len()];
+        if self.grads_share_a_parameter_carrier() {
+            // stepping a parameter would change a gradient the averaging has still to read
+            self.average_with(local, |_| Ok(()))?;
+            return opt.step();
+        }
+        self.average_with(local, |i| {
+            let Some(j) = slots[i] else { return Ok(()) };
+            one[j] = self.params[i].grad()?;
+            let stepped = opt.step_with(&one);
+            one[j] = None;
+            stepped
+        })
+    }
+
+    /// For each of the `Ddp`'s parameters, its index among `updated` (an optimizer's), or
+    /// `Error::Value` for a tensor of `updated` that is not one of them.
+    fn optimizer_slots(&self, updated: &[Tensor]) -> Result<Vec<Option<usize>>> {
+        let ours: HashMap<u64, usize> = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id(), i))
+            .collect();
+        let mut slots = vec![None; self.params.len()];
+        for (j, p) in updated.iter().enumerate() {
+            let Some(&i) = ours.get(&p.id()) else {
+                return Err(Error::Value(format!(
+                    "backward_step: the optimizer's parameter {j} (shape {}) is not one of the Ddp's",
+                    p.shape()
+                )));
+            };
+            slots[i] = Some(j);
+        }
+        Ok(slots)
+    }
+
+    /// Whether some parameter's `.grad` lies in the storage of a parameter (a gradient set by
+    /// hand), which a step during the averaging would change. (A `.grad` that cannot be read
+    /// fails the averaging, which steps nothing.)
+    fn grads_share_a_parameter_carrier(&self) -> bool {
+        let carrier = |t: &Tensor| t.carrier().ok().map(|c| Arc::as_ptr(c).cast::<()>());
+        let held: HashSet<*const ()> = self.params.iter().filter_map(carrier).collect();
+        self.params.iter().any(|p| {
+            p.grad()
+                .ok()
+                .flatten()
+                .and_then(|g| carrier(&g))
+                .is_some_and(|c| held.contains(&c))
+        })
     }
 
     /// Averages every parameter's `.grad` across ranks now, for gradients computed some other
     /// way than [`Ddp::backward`] (`backward_with`, several losses). Every rank calls it.
     pub fn sync_grads(&self) -> Result<()> {
-        self.average_with(None)
+        self.average_with(None, |_| Ok(()))
     }
 
-    fn average_with(&self, failed: Option<Error>) -> Result<()> {
+    /// Averages the gradients, calling `averaged(i)` as soon as parameter `i`'s mean is
+    /// written (never for one no rank has a gradient of); `failed` is this rank's failure.
+    fn average_with(
+        &self,
+        failed: Option<Error>,
+        mut averaged: impl FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
         let mut failed = failed;
         let grads: Vec<Option<Tensor>> = self
             .params
@@ -182,14 +264,22 @@ impl<'w, M: Module> Ddp<'w, M> {
             .collect();
         if self.world.size() == 1 {
             // the mean over one rank is its own gradient
-            return failed.map_or(Ok(()), Err);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            return (0..grads.len())
+                .filter(|&i| grads[i].is_some())
+                .try_for_each(&mut averaged);
         }
         let mut buckets = self.buckets.try_borrow_mut().map_err(|_| {
             Error::Runtime("a Ddp averaged its gradients while already averaging them".into())
         })?;
         let mut means = Means::new(&self.params, &grads, self.world.size());
         buckets.all_reduce(self.world, &grads, failed, |i, at, sums| {
-            means.write(i, at, sums, |g| self.params[i].set_grad(Some(g)))
+            if means.write(i, at, sums, |g| self.params[i].set_grad(Some(g)))? {
+                averaged(i)?;
+            }
+            Ok(())
         })
     }
 
@@ -240,10 +330,12 @@ impl<'w, M: Module> Ddp<'w, M> {
         let mut fresh: Vec<Option<Tensor>> = vec![None; grads.len()];
         let mut means = Means::new(targets, &held, self.world.size());
         buckets.all_reduce(self.world, &held, None, |i, at, sums| {
-            means.write(i, at, sums, |g| {
-                fresh[i] = Some(g);
-                Ok(())
-            })
+            means
+                .write(i, at, sums, |g| {
+                    fresh[i] = Some(g);
+                    Ok(())
+                })
+                .map(drop)
         })?;
         for (g, f) in grads.iter_mut().zip(fresh) {
             if let Some(f) = f {
@@ -289,9 +381,10 @@ struct Means<'a> {
     targets: &'a [Tensor],
     locals: &'a [Option<Tensor>],
     n: f32,
-    /// The means gathered so far of gradients that are not written part by part, with how
-    /// many of their elements have arrived.
-    gathered: HashMap<usize, (Vec<f32>, usize)>,
+    /// How many elements of each gradient have arrived.
+    arrived: Vec<usize>,
+    /// The means gathered so far of gradients that are not written part by part.
+    gathered: HashMap<usize, Vec<f32>>,
 }
 
 impl<'a> Means<'a> {
@@ -300,19 +393,21 @@ impl<'a> Means<'a> {
             targets,
             locals,
             n: ranks as f32,
+            arrived: vec![0; targets.len()],
             gathered: HashMap::new(),
         }
     }
 
     /// Takes the sums of elements `at..at + sums.len()` of gradient `i`; `replace` gets the
-    /// whole mean where it cannot be written in place.
+    /// whole mean where it cannot be written in place. True once gradient `i`'s whole mean is
+    /// written.
     fn write(
         &mut self,
         i: usize,
         at: usize,
         sums: &[f32],
         replace: impl FnOnce(Tensor) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let n = self.n;
         // dividing by a power of two is multiplying by its inverse, exactly
         let mean = |xs: &mut [f32], sums: &[f32]| {
@@ -327,26 +422,28 @@ impl<'a> Means<'a> {
                 }
             }
         };
+        let target = &self.targets[i];
+        self.arrived[i] += sums.len();
+        let whole = self.arrived[i] == target.size();
         let local = self.locals[i].as_ref().filter(|g| kernel::is_cpu(g));
         if let Some(g) = local.filter(|g| g.layout().is_row_major_contiguous()) {
             let _guard = no_grad();
-            return kernel::update::<f32, _>(g, |xs| {
+            kernel::update::<f32, _>(g, |xs| {
                 mean(&mut xs[at..at + sums.len()], sums);
                 Ok(())
-            });
+            })?;
+            return Ok(whole);
         }
-        let target = &self.targets[i];
-        let (values, arrived) = self
+        let values = self
             .gathered
             .entry(i)
-            .or_insert_with(|| (vec![0.0; target.size()], 0));
+            .or_insert_with(|| vec![0.0; target.size()]);
         mean(&mut values[at..at + sums.len()], sums);
-        *arrived += sums.len();
-        if *arrived < target.size() {
-            return Ok(());
+        if !whole {
+            return Ok(false);
         }
-        let Some((values, _)) = self.gathered.remove(&i) else {
-            return Ok(());
+        let Some(values) = self.gathered.remove(&i) else {
+            return Ok(false);
         };
         match local.filter(|g| g.layout().is_injective()) {
             Some(g) => {
@@ -354,9 +451,10 @@ impl<'a> Means<'a> {
                 kernel::update::<f32, _>(g, |xs| {
                     xs.copy_from_slice(&values);
                     Ok(())
-                })
+                })?;
             }
-            None => replace(target.f32_like(values)?),
+            None => replace(target.f32_like(values)?)?,
         }
+        Ok(true)
     }
 }
