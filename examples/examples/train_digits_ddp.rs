@@ -2,8 +2,9 @@
 //! rank holds a replica (rank 0's initialisation, broadcast), trains on its shard of each
 //! global batch (`DataLoader::shard`) and averages gradients with the others after every
 //! backward, stepping each parameter as soon as its mean is in (`Ddp::backward_step`), so the
-//! model is the one a single process training on whole global batches gets. Prints each rank's throughput and the held-out accuracy; `--compare` also trains the
-//! single-process model on rank 0 and prints its accuracy and how far its parameters are.
+//! model is the one a single process training on whole global batches gets. Prints each
+//! rank's throughput and the held-out accuracy; `--compare` also trains the single-process
+//! model on rank 0 and prints its accuracy and how far its parameters are.
 //!
 //!     cargo build --release -p autograd-examples --features mpi --example train_digits_ddp
 //!     mpirun -np 2 target/release/examples/train_digits_ddp --compare

@@ -210,47 +210,94 @@ fn optimizers(net: &Net) -> autograd_core::Result<Vec<Box<dyn Optimizer>>> {
     ])
 }
 
+/// An optimizer that records how many gradients each of its steps takes, and steps each
+/// parameter apart only when `apart` says so.
+struct Recording {
+    inner: Box<dyn Optimizer>,
+    apart: bool,
+    steps: Vec<usize>,
+}
+
+impl Optimizer for Recording {
+    fn params(&self) -> &[Tensor] {
+        self.inner.params()
+    }
+    fn step_with(&mut self, grads: &[Option<Tensor>]) -> autograd_core::Result<()> {
+        self.steps
+            .push(grads.iter().filter(|g| g.is_some()).count());
+        self.inner.step_with(grads)
+    }
+    fn lr(&self) -> f32 {
+        self.inner.lr()
+    }
+    fn set_lr(&mut self, lr: f32) -> autograd_core::Result<()> {
+        self.inner.set_lr(lr)
+    }
+    fn steps_each_parameter_apart(&self) -> bool {
+        self.apart
+    }
+}
+
 fn backward_step_equals_backward_then_step(world: &World) -> Check {
     for bucket_bytes in [DdpOptions::default().bucket_bytes, 40] {
         let options = DdpOptions { bucket_bytes };
-        for k in 0..3 {
+        for (k, apart) in (0..3).flat_map(|k| [(k, true), (k, false)]) {
             // the same initialisation for both, a different one on every rank
             let seed = 1 + world.rank() as u64;
-            let apart = tri!(Ddp::new(world, tri!(Net::new(seed, HIDDEN)), options));
+            let plain = tri!(Ddp::new(world, tri!(Net::new(seed, HIDDEN)), options));
             let fused = tri!(Ddp::new(world, tri!(Net::new(seed, HIDDEN)), options));
-            let mut apart_opt = tri!(optimizers(apart.module())).swap_remove(k);
-            let mut fused_opt = tri!(optimizers(fused.module())).swap_remove(k);
+            let mut plain_opt = tri!(optimizers(plain.module())).swap_remove(k);
+            let inner = tri!(optimizers(fused.module())).swap_remove(k);
+            check!(
+                inner.steps_each_parameter_apart(),
+                "optimizer {k} does not step its parameters apart"
+            );
+            let stepped = inner.params().len();
+            let mut fused_opt = Recording {
+                inner,
+                apart,
+                steps: Vec::new(),
+            };
             for step in 0..STEPS {
                 let (x, y) = tri!(batch(step));
                 let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
-                tri!(apart_opt.zero_grad());
-                tri!(apart.backward(&tri!(apart.module().loss(&x, &y))));
-                tri!(apart_opt.step());
+                tri!(plain_opt.zero_grad());
+                tri!(plain.backward(&tri!(plain.module().loss(&x, &y))));
+                tri!(plain_opt.step());
                 tri!(fused_opt.zero_grad());
-                tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), fused_opt.as_mut()));
+                tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), &mut fused_opt));
             }
-            let (a, f) = (tri!(flat(apart.module())), tri!(flat(fused.module())));
+            let (a, f) = (tri!(flat(plain.module())), tri!(flat(fused.module())));
             let differ = a
                 .iter()
                 .zip(&f)
                 .position(|(a, f)| a.to_bits() != f.to_bits());
+            let case = format!("optimizer {k} (apart: {apart}), {bucket_bytes}-byte buckets");
             check!(
                 a.len() == f.len() && differ.is_none(),
-                "optimizer {k}, {bucket_bytes}-byte buckets: backward_step differs from backward and step at {differ:?}"
+                "{case}: backward_step differs from backward and step at {differ:?}"
+            );
+            // a parameter at a time when apart, else one step of all after the averaging
+            let expected = if apart {
+                vec![1; stepped * STEPS]
+            } else {
+                vec![stepped; STEPS]
+            };
+            check!(
+                fused_opt.steps == expected,
+                "{case}: the steps took {:?} gradients",
+                fused_opt.steps
             );
             check!(
-                tri!(grads(fused.module())) == tri!(grads(apart.module())),
-                "optimizer {k}: backward_step left other gradients than backward"
+                tri!(grads(fused.module())) == tri!(grads(plain.module())),
+                "{case}: backward_step left other gradients than backward"
             );
             check!(
                 tri!(same_everywhere(world, &f)),
-                "optimizer {k}: the replicas differ after backward_step"
+                "{case}: the replicas differ after backward_step"
             );
             let moved = max_diff(&f, &tri!(flat(&tri!(Net::new(1, HIDDEN)))));
-            check!(
-                moved > 1e-3,
-                "optimizer {k} moved the parameters by {moved} only"
-            );
+            check!(moved > 1e-3, "{case} moved the parameters by {moved} only");
         }
     }
     Ok(())
@@ -304,6 +351,29 @@ fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Chec
     check!(
         tri!(flat(ddp.module())) == before,
         "a parameter was stepped although rank {odd}'s optimizer was refused"
+    );
+    // a backward failing on one rank: it fails on every rank, and no rank steps
+    let loss = tri!(ddp.module().loss(&x, &y));
+    let mut opt = tri!(sgd(ddp.module().parameters()));
+    tri!(opt.zero_grad());
+    if world.rank() == odd {
+        // the graph is released: backward_step's own backward fails on this rank only
+        tri!(loss.backward());
+    }
+    let r = ddp.backward_step(&loss, &mut opt);
+    let why = if world.rank() == odd {
+        "retain_graph"
+    } else {
+        "1 of the"
+    };
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains(why)),
+        "rank {} got {r:?} while rank {odd}'s backward failed",
+        world.rank()
+    );
+    check!(
+        tri!(flat(ddp.module())) == before,
+        "a parameter was stepped although rank {odd}'s backward failed"
     );
     // the replicas go on with a right optimizer
     let mut opt = tri!(sgd(ddp.module().parameters()));
@@ -370,6 +440,25 @@ fn tied_parameters_average_and_step_once(world: &World) -> Check {
         tri!(same_everywhere(world, &got)),
         "the tied replicas differ"
     );
+    if world.size() > 1 {
+        // the same names and shapes, but untied on one rank: refused on every rank
+        let model = if world.rank() == world.size() - 1 {
+            let mut rng = Rng::new(1);
+            Tied {
+                first: tri!(Linear::new(FEATURES, FEATURES, true, &mut rng)),
+                again: tri!(Linear::new(FEATURES, FEATURES, true, &mut rng)),
+            }
+        } else {
+            tri!(tied(1))
+        };
+        let r = Ddp::new(world, model, DdpOptions::default());
+        check!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::Value && e.to_string().contains("tying")),
+            "rank {}: models tied differently gave {:?}",
+            world.rank(),
+            r.err()
+        );
+    }
     Ok(())
 }
 

@@ -1015,3 +1015,110 @@ fn adamw_amsgrad_is_switched_before_the_first_step() {
     assert_eq!(err.kind(), autograd_core::ErrorKind::Value);
     assert_eq!(vals(&p.params[0]), before);
 }
+
+/// Every optimizer of the crate steps each parameter apart (what `Ddp::backward_step` relies
+/// on): a step of one parameter at a time, the others `None`, is bitwise one step of all, over
+/// several steps, with groups of their own rate and weight decay, a parameter without a
+/// gradient on one step, and the options that keep state (momentum, Nesterov, AMSGrad,
+/// centered RMSprop, Adagrad's rate decay, `maximize`).
+#[test]
+fn a_step_a_parameter_at_a_time_is_one_step_of_all() {
+    type Make = fn(Vec<ParamGroup>) -> Result<Box<dyn Optimizer>>;
+    let makers: [(&str, Make); 5] = [
+        ("Sgd", |g| {
+            let config = SgdConfig {
+                lr: 0.1,
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 0.01,
+                ..SgdConfig::default()
+            };
+            Ok(Box::new(Sgd::with_groups(g, config)?.maximize(true)))
+        }),
+        ("Adam", |g| {
+            let config = AdamConfig {
+                lr: 0.01,
+                amsgrad: true,
+                weight_decay: 0.01,
+                ..AdamConfig::default()
+            };
+            Ok(Box::new(Adam::with_groups(g, config)?))
+        }),
+        ("AdamW", |g| {
+            let config = AdamWConfig {
+                lr: 0.01,
+                weight_decay: 0.1,
+                ..AdamWConfig::default()
+            };
+            Ok(Box::new(AdamW::with_groups(g, config)?.amsgrad(true)?))
+        }),
+        ("RmsProp", |g| {
+            let config = RmsPropConfig {
+                lr: 0.01,
+                momentum: 0.5,
+                centered: true,
+                ..RmsPropConfig::default()
+            };
+            Ok(Box::new(RmsProp::with_groups(g, config)?))
+        }),
+        ("Adagrad", |g| {
+            let config = AdagradConfig {
+                lr: 0.1,
+                lr_decay: 0.01,
+                ..AdagradConfig::default()
+            };
+            Ok(Box::new(Adagrad::with_groups(g, config)?))
+        }),
+    ];
+    let dims: [&[usize]; 3] = [&[2, 3], &[4], &[3]];
+    let params = || -> Vec<Tensor> {
+        dims.iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let n: usize = d.iter().product();
+                let v: Vec<f32> = (0..n).map(|k| (k as f32 - 1.5) * 0.3 + i as f32).collect();
+                t(&v, d)
+            })
+            .collect()
+    };
+    let groups = |ps: &[Tensor]| {
+        vec![
+            ParamGroup::new(ps[..2].to_vec()).lr(0.05),
+            ParamGroup::new(ps[2..].to_vec()).weight_decay(0.2),
+        ]
+    };
+    for (name, make) in makers {
+        let (whole, apart) = (params(), params());
+        let mut at_once = make(groups(&whole)).unwrap();
+        let mut one_by_one = make(groups(&apart)).unwrap();
+        assert!(one_by_one.steps_each_parameter_apart(), "{name}");
+        for step in 0..4 {
+            let grads: Vec<Option<Tensor>> = dims
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let n: usize = d.iter().product();
+                    let v: Vec<f32> = (0..n)
+                        .map(|k| ((k * 7 + i * 3 + step * 5) % 11) as f32 * 0.1 - 0.45)
+                        .collect();
+                    // the second parameter has no gradient on the third step
+                    (i != 1 || step != 2).then(|| t(&v, d))
+                })
+                .collect();
+            at_once.step_with(&grads).unwrap();
+            for i in 0..grads.len() {
+                let mut one = vec![None; grads.len()];
+                one[i] = grads[i].clone();
+                one_by_one.step_with(&one).unwrap();
+            }
+        }
+        for (i, (w, a)) in whole.iter().zip(&apart).enumerate() {
+            let (w, a) = (vals(w), vals(a));
+            assert!(
+                w.iter().zip(&a).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{name}: parameter {i} stepped apart is {a:?}, at once {w:?}"
+            );
+            assert_ne!(w, vals(&params()[i]), "{name}: parameter {i} did not move");
+        }
+    }
+}

@@ -132,6 +132,10 @@ impl Buckets {
     /// fails on some rank is an error on every rank, and leaves gradients partly written. No
     /// failure keeps a rank out of a collective, so none makes the others wait forever.
     ///
+    /// `finish` runs on a rank whose writes all succeeded (on no rank when a rank failed
+    /// before averaging), before the ranks agree on the outcome, so that its failure too is
+    /// an error on every rank.
+    ///
     /// Every rank must call this with the same plan (the ranks agreed on it); `grads` that do
     /// not match the plan's sizes are this rank's failure (a bug).
     pub(crate) fn all_reduce(
@@ -140,6 +144,7 @@ impl Buckets {
         grads: &[Option<Tensor>],
         failed: Option<Error>,
         write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
+        finish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
         let mut failed = failed;
@@ -163,6 +168,7 @@ impl Buckets {
             Some(slots) => stream(&slots, world.size(), plan, grads, failed, write),
             None => self.in_buckets(world, grads, failed, write),
         };
+        let outcome = outcome.and_then(|()| finish());
         // a failed write is this rank's alone: make it every rank's (always a collective, so
         // a plan without buckets still reports a failed backward everywhere)
         super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
@@ -181,14 +187,10 @@ impl Buckets {
     ) -> Result<()> {
         let plan = &self.plan;
         let mut failed = failed;
-        // every gradient readable before the first bucket leaves, so that every bucket
-        // carries the same failure flag and a bucket that arrives clean may be written at once
-        if failed.is_none() {
-            failed = grads
-                .iter()
-                .flatten()
-                .find_map(|g| kernel::read::<f32, _>(g, |_| ()).err());
-        }
+        // every gradient checked readable (or copied) before the first bucket leaves, so that
+        // every bucket carries the same failure flag and one that arrives clean may be
+        // written at once
+        let staged = staged(grads, &mut failed);
         if self.sends.len() != plan.len() {
             self.sends = (0..plan.len())
                 .map(|b| vec![0.0; plan.buffer_len(b)])
@@ -198,7 +200,7 @@ impl Buckets {
         let comm = world.comm();
         let pack_next = |b: usize, send: &mut [f32], failed: &mut Option<Error>| {
             if failed.is_none() {
-                if let Err(e) = pack(plan, b, grads, send) {
+                if let Err(e) = pack(plan, b, grads, &staged, send) {
                     *failed = Some(e);
                 }
             }
@@ -233,7 +235,6 @@ impl Buckets {
                     ));
                 }
                 let mut arrived = VecDeque::new();
-                let mut polled = Vec::new();
                 while requests.incomplete() > 0 || !arrived.is_empty() {
                     let (b, summed): (usize, &[f32]) = match arrived.pop_front() {
                         Some(next) => next,
@@ -247,15 +248,15 @@ impl Buckets {
                     if flag > 0.0 || failed.is_some() || written.is_err() {
                         continue;
                     }
-                    // between gradients, whatever else arrived is queued
+                    // between gradients, whatever else arrived is queued (never asked with
+                    // none in flight: MPI then answers "undefined", which the binding rejects)
                     let mut poll = || {
-                        // (MPI_Testsome with none left in flight reports "undefined", which the
-                        // binding cannot take)
-                        if requests.incomplete() == 0 {
-                            return;
+                        while requests.incomplete() > 0 {
+                            let Some((b, _, summed)) = requests.test_any() else {
+                                break;
+                            };
+                            arrived.push_back((b, summed));
                         }
-                        requests.test_some(&mut polled);
-                        arrived.extend(polled.drain(..).map(|(b, _, summed)| (b, summed)));
                     };
                     written = write_bucket(plan, b, summed, &mut write, &mut poll);
                 }
@@ -335,23 +336,9 @@ fn stream(
         |range, dst: &mut [f32]| {
             for (i, from, to) in spans.within(range.clone()) {
                 let dst = &mut dst[to.start - range.start..to.end - range.start];
-                let read = match (&staged[i], &grads[i]) {
-                    (Some(xs), _) => {
-                        dst.copy_from_slice(&xs[from..from + dst.len()]);
-                        Some(Ok(()))
-                    }
-                    (None, Some(g)) => {
-                        Some(kernel::read::<f32, _>(g, |xs| xs.copy_range(from, dst)))
-                    }
-                    (None, None) => None,
-                };
-                match read {
-                    Some(Ok(())) => {}
-                    None => dst.fill(0.0),
-                    Some(Err(e)) => {
-                        dst.fill(0.0);
-                        unread.borrow_mut().get_or_insert(e);
-                    }
+                if let Err(e) = read_part(&staged, grads, i, from, dst) {
+                    dst.fill(0.0);
+                    unread.borrow_mut().get_or_insert(e);
                 }
             }
         },
@@ -374,7 +361,8 @@ fn stream(
 /// reads each gradient in several parts and writes the means of a rank's own share before it
 /// reads the later parts, so a gradient on a CPU carrier of its own is read in place (checked
 /// readable here, before any rank writes a mean), while one off the CPU, or whose carrier
-/// another gradient shares (a tensor and its transpose in one list), is copied here.
+/// another gradient shares (a tensor and its transpose in one list), is copied here. Buckets
+/// are packed from the same copies, so that no read fails after the first bucket has left.
 fn staged(grads: &[Option<Tensor>], failed: &mut Option<Error>) -> Vec<Option<Vec<f32>>> {
     let carrier = |g: &Tensor| {
         g.carrier()
@@ -451,18 +439,41 @@ impl<'a> Spans<'a> {
     }
 }
 
+/// Copies elements `from..from + dst.len()` of gradient `i` (in logical order) into `dst`: from
+/// its [`staged`] copy, else read where it lies; zeros for a gradient this rank lacks.
+fn read_part(
+    staged: &[Option<Vec<f32>>],
+    grads: &[Option<Tensor>],
+    i: usize,
+    from: usize,
+    dst: &mut [f32],
+) -> Result<()> {
+    match (&staged[i], &grads[i]) {
+        (Some(xs), _) => {
+            dst.copy_from_slice(&xs[from..from + dst.len()]);
+            Ok(())
+        }
+        (None, Some(g)) => kernel::read::<f32, _>(g, |xs| xs.copy_range(from, dst)),
+        (None, None) => {
+            dst.fill(0.0);
+            Ok(())
+        }
+    }
+}
+
 /// Writes bucket `b`'s gradients and presence flags into `buf`: values in logical order,
 /// zeros where a gradient is missing, then a flag per gradient (1 where present).
-fn pack(plan: &Plan, b: usize, grads: &[Option<Tensor>], buf: &mut [f32]) -> Result<()> {
+fn pack(
+    plan: &Plan,
+    b: usize,
+    grads: &[Option<Tensor>],
+    staged: &[Option<Vec<f32>>],
+    buf: &mut [f32],
+) -> Result<()> {
     let flags = buf.len() - plan.buckets[b].len() - 1;
     for (k, (i, span)) in plan.spans(b).enumerate() {
-        if let Some(g) = &grads[i] {
-            kernel::read_logical::<f32, _>(g, |xs| buf[span].copy_from_slice(xs))?;
-            buf[flags + k] = 1.0;
-        } else {
-            buf[span].fill(0.0);
-            buf[flags + k] = 0.0;
-        }
+        read_part(staged, grads, i, 0, &mut buf[span])?;
+        buf[flags + k] = f32::from(u8::from(grads[i].is_some()));
     }
     Ok(())
 }

@@ -94,10 +94,11 @@ impl<M: Module> fmt::Debug for Ddp<'_, M> {
 
 impl<'w, M: Module> Ddp<'w, M> {
     /// Wraps `module` on every rank (every rank calls this, with the same options). The ranks'
-    /// modules must have the same tensors (names, roles, shapes, dtypes): this is checked with
-    /// one fixed-size all-gather of their fingerprints, and a difference is `Error::Value` on
-    /// every rank naming the ranks that differ from rank 0. Then rank 0's parameters and
-    /// buffers are copied in place into the other ranks' modules.
+    /// modules must have the same tensors (names, roles, shapes, dtypes, and which of them are
+    /// one tensor held twice, averaged once): this is checked with one fixed-size all-gather
+    /// of their fingerprints, and a difference is `Error::Value` on every rank naming the
+    /// ranks that differ from rank 0. Then rank 0's parameters and buffers are copied in place
+    /// into the other ranks' modules.
     pub fn new(world: &'w World, module: M, options: DdpOptions) -> Result<Self> {
         fingerprint::check(world, &module, options.bucket_bytes)?;
         // the same verdict everywhere: the ranks agreed on bucket_bytes
@@ -163,15 +164,16 @@ impl<'w, M: Module> Ddp<'w, M> {
         if !self.sync {
             return local;
         }
-        self.average_with(local.err(), |_| Ok(()))
+        self.average_with(local.err(), |_| Ok(()), || Ok(()))
     }
 
-    /// [`Ddp::backward`] and then `opt`'s step, overlapped: each parameter is stepped as soon
-    /// as its mean is written, while later buckets are still in flight. The result is that of
-    /// `ddp.backward(&loss)` followed by `opt.step()` for an optimizer whose state is per
-    /// parameter (every optimizer of this crate: `opt.step_with` is called once per parameter,
-    /// with `None` for the others). Every rank calls it once per step; it averages inside
-    /// [`Ddp::no_sync`] too, ending the accumulation.
+    /// [`Ddp::backward`] and then `opt`'s step, overlapped, with the same result: each
+    /// parameter is stepped as soon as its mean is written (on one machine, as the averaging
+    /// reaches it; across machines, bucket by bucket while later buckets still travel) when
+    /// `opt` [steps each parameter apart](Optimizer::steps_each_parameter_apart), as every
+    /// optimizer of this crate does; another optimizer takes one step after the averaging.
+    /// Every rank calls it once per step; it averages inside [`Ddp::no_sync`] too, ending the
+    /// accumulation.
     ///
     /// `opt` may update a subset of the `Ddp`'s parameters, but no other tensor: one is
     /// `Error::Value` on this rank before its backward runs, and an error on every other rank,
@@ -183,22 +185,44 @@ impl<'w, M: Module> Ddp<'w, M> {
     pub fn backward_step<O: Optimizer + ?Sized>(&self, loss: &Tensor, opt: &mut O) -> Result<()> {
         let slots = match self.optimizer_slots(opt.params()) {
             Ok(slots) => slots,
-            Err(e) => return self.average_with(Some(e), |_| Ok(())),
+            Err(e) => return self.average_with(Some(e), |_| Ok(()), || Ok(())),
         };
         let local = loss.backward().err();
-        let mut one: Vec<Option<Tensor>> = vec![None; opt.params().len()];
-        if self.grads_share_a_parameter_carrier() {
-            // stepping a parameter would change a gradient the averaging has still to read
-            self.average_with(local, |_| Ok(()))?;
-            return opt.step();
-        }
-        self.average_with(local, |i| {
-            let Some(j) = slots[i] else { return Ok(()) };
-            one[j] = self.params[i].grad()?;
-            let stepped = opt.step_with(&one);
-            one[j] = None;
-            stepped
-        })
+        // stepping a parameter must not change a gradient the averaging has still to read
+        let apart = opt.steps_each_parameter_apart() && !self.gradients_alias();
+        let count = opt.params().len();
+        let stepped = RefCell::new(vec![false; count]);
+        let opt = RefCell::new(opt);
+        let mut one: Vec<Option<Tensor>> = vec![None; count];
+        self.average_with(
+            local,
+            |i| {
+                let Some(j) = slots[i].filter(|_| apart) else {
+                    return Ok(());
+                };
+                one[j] = self.params[i].grad()?;
+                let result = opt.borrow_mut().step_with(&one);
+                one[j] = None;
+                stepped.borrow_mut()[j] = true;
+                result
+            },
+            || {
+                // the rest at once: all of them when not stepped apart, and any parameter whose
+                // mean had no element to write (step() steps it all the same)
+                let mut opt = opt.borrow_mut();
+                let stepped = stepped.borrow();
+                let rest = opt
+                    .params()
+                    .iter()
+                    .zip(stepped.iter())
+                    .map(|(p, &done)| if done { Ok(None) } else { p.grad() })
+                    .collect::<Result<Vec<_>>>()?;
+                if rest.iter().any(Option::is_some) {
+                    opt.step_with(&rest)?;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// For each of the `Ddp`'s parameters, its index among `updated` (an optimizer's), or
@@ -223,33 +247,38 @@ impl<'w, M: Module> Ddp<'w, M> {
         Ok(slots)
     }
 
-    /// Whether some parameter's `.grad` lies in the storage of a parameter (a gradient set by
-    /// hand), which a step during the averaging would change. (A `.grad` that cannot be read
-    /// fails the averaging, which steps nothing.)
-    fn grads_share_a_parameter_carrier(&self) -> bool {
-        let carrier = |t: &Tensor| t.carrier().ok().map(|c| Arc::as_ptr(c).cast::<()>());
-        let held: HashSet<*const ()> = self.params.iter().filter_map(carrier).collect();
-        self.params.iter().any(|p| {
-            p.grad()
-                .ok()
-                .flatten()
-                .and_then(|g| carrier(&g))
-                .is_some_and(|c| held.contains(&c))
-        })
+    /// Whether some parameter's `.grad` shares storage with a parameter or another gradient
+    /// (gradients set by hand), which stepping a parameter during the averaging could change.
+    /// (A `.grad` that cannot be read fails the averaging, which steps nothing.)
+    fn gradients_alias(&self) -> bool {
+        let carriers = |t: &Tensor| {
+            t.carriers()
+                .iter()
+                .map(|c| Arc::as_ptr(c).cast::<()>())
+                .collect::<Vec<_>>()
+        };
+        let mut seen: HashSet<*const ()> = self.params.iter().flat_map(carriers).collect();
+        self.params
+            .iter()
+            .filter_map(|p| p.grad().ok().flatten())
+            .any(|g| carriers(&g).into_iter().any(|c| !seen.insert(c)))
     }
 
     /// Averages every parameter's `.grad` across ranks now, for gradients computed some other
     /// way than [`Ddp::backward`] (`backward_with`, several losses). Every rank calls it.
     pub fn sync_grads(&self) -> Result<()> {
-        self.average_with(None, |_| Ok(()))
+        self.average_with(None, |_| Ok(()), || Ok(()))
     }
 
     /// Averages the gradients, calling `averaged(i)` as soon as parameter `i`'s mean is
-    /// written (never for one no rank has a gradient of); `failed` is this rank's failure.
+    /// written (never for one no rank has a gradient of, nor one without elements) and
+    /// `finish()` after the last; `failed` is this rank's failure. A failure of either is an
+    /// error on every rank.
     fn average_with(
         &self,
         failed: Option<Error>,
         mut averaged: impl FnMut(usize) -> Result<()>,
+        finish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         let mut failed = failed;
         let grads: Vec<Option<Tensor>> = self
@@ -267,20 +296,27 @@ impl<'w, M: Module> Ddp<'w, M> {
             if let Some(e) = failed {
                 return Err(e);
             }
-            return (0..grads.len())
-                .filter(|&i| grads[i].is_some())
-                .try_for_each(&mut averaged);
+            (0..grads.len())
+                .filter(|&i| grads[i].as_ref().is_some_and(|g| g.size() > 0))
+                .try_for_each(&mut averaged)?;
+            return finish();
         }
         let mut buckets = self.buckets.try_borrow_mut().map_err(|_| {
             Error::Runtime("a Ddp averaged its gradients while already averaging them".into())
         })?;
         let mut means = Means::new(&self.params, &grads, self.world.size());
-        buckets.all_reduce(self.world, &grads, failed, |i, at, sums| {
-            if means.write(i, at, sums, |g| self.params[i].set_grad(Some(g)))? {
-                averaged(i)?;
-            }
-            Ok(())
-        })
+        buckets.all_reduce(
+            self.world,
+            &grads,
+            failed,
+            |i, at, sums| {
+                if means.write(i, at, sums, |g| self.params[i].set_grad(Some(g)))? {
+                    averaged(i)?;
+                }
+                Ok(())
+            },
+            finish,
+        )
     }
 
     /// Runs `f` with gradient averaging off: backward calls inside only accumulate into the
@@ -329,14 +365,20 @@ impl<'w, M: Module> Ddp<'w, M> {
         let targets: &[Tensor] = grads;
         let mut fresh: Vec<Option<Tensor>> = vec![None; grads.len()];
         let mut means = Means::new(targets, &held, self.world.size());
-        buckets.all_reduce(self.world, &held, None, |i, at, sums| {
-            means
-                .write(i, at, sums, |g| {
-                    fresh[i] = Some(g);
-                    Ok(())
-                })
-                .map(drop)
-        })?;
+        buckets.all_reduce(
+            self.world,
+            &held,
+            None,
+            |i, at, sums| {
+                means
+                    .write(i, at, sums, |g| {
+                        fresh[i] = Some(g);
+                        Ok(())
+                    })
+                    .map(drop)
+            },
+            || Ok(()),
+        )?;
         for (g, f) in grads.iter_mut().zip(fresh) {
             if let Some(f) = f {
                 *g = f;

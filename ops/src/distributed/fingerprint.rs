@@ -1,6 +1,9 @@
 //! A module's fingerprint: what ranks must agree on before they average gradients tensor by
-//! tensor (names, roles, shapes, dtypes and count of its tensors, and the bucket size that
-//! decides the messages), compared once, when a [`super::Ddp`] is made.
+//! tensor (names, roles, shapes, dtypes and count of its tensors, which of them are one tensor
+//! held twice, and the bucket size that decides the messages), compared once, when a
+//! [`super::Ddp`] is made.
+
+use std::collections::HashMap;
 
 use autograd_core::{DType, Result, Tensor};
 
@@ -16,8 +19,11 @@ type Record = [u64; 4];
 fn record(tensors: &[(String, Tensor, Role)], bucket_bytes: usize) -> Record {
     let mut h = Fnv::new().num(tensors.len() as u64);
     let mut elements = 0u64;
-    for (name, t, role) in tensors {
+    // where each tensor first appears: a tied tensor is averaged once, so ranks must tie alike
+    let mut first = HashMap::new();
+    for (k, (name, t, role)) in tensors.iter().enumerate() {
         h = h
+            .num(*first.entry(t.id()).or_insert(k) as u64)
             .text(name)
             .num(u64::from(*role == Role::Parameter))
             .text(&dtype_name(t.dtype()))
@@ -48,14 +54,14 @@ fn describe(r: &Record) -> String {
     )
 }
 
-/// `Ok` on every rank when every rank's `module` has the same tensors (by name, role, shape and
-/// dtype) and the same `bucket_bytes`; else `Error::Value` on every rank naming the ranks that
-/// differ from rank 0.
+/// `Ok` on every rank when every rank's `module` has the same tensors (by name, role, shape,
+/// dtype and which are tied) and the same `bucket_bytes`; else `Error::Value` on every rank
+/// naming the ranks that differ from rank 0.
 pub(crate) fn check(world: &World, module: &dyn Module, bucket_bytes: usize) -> Result<()> {
     agree(
         world,
         &record(&module.named_tensors(), bucket_bytes),
-        "the ranks' models differ (names, shapes or dtypes of their tensors, or DdpOptions)",
+        "the ranks' models differ (names, shapes, dtypes or tying of their tensors, or DdpOptions)",
         describe,
     )
 }

@@ -196,6 +196,10 @@ impl Optimizer for Adagrad {
         &self.params
     }
 
+    fn steps_each_parameter_apart(&self) -> bool {
+        true
+    }
+
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;
         let c = self.config;

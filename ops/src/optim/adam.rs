@@ -138,6 +138,10 @@ impl Optimizer for Adam {
         &self.core.params
     }
 
+    fn steps_each_parameter_apart(&self) -> bool {
+        true
+    }
+
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         self.core.step_with(grads)
     }

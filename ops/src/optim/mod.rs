@@ -100,4 +100,14 @@ pub trait Optimizer {
         );
         self.set_lr(lrs[0])
     }
+
+    /// Whether every piece of its state belongs to one parameter, so that a step of some
+    /// parameters (`None` for the others) followed by a step of the rest is one step of all:
+    /// true for every optimizer of this crate. An optimizer that says so is stepped a
+    /// parameter at a time by `Ddp::backward_step` (feature `mpi`), each as soon as its mean
+    /// is in; one that does not (the default, for state shared across parameters such as a
+    /// global step count) is stepped once, after the whole averaging.
+    fn steps_each_parameter_apart(&self) -> bool {
+        false
+    }
 }

@@ -230,6 +230,10 @@ impl Optimizer for RmsProp {
         &self.params
     }
 
+    fn steps_each_parameter_apart(&self) -> bool {
+        true
+    }
+
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;
         let c = self.config;

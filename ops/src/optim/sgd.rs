@@ -207,6 +207,10 @@ impl Optimizer for Sgd {
         &self.params
     }
 
+    fn steps_each_parameter_apart(&self) -> bool {
+        true
+    }
+
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> Result<()> {
         check_gradients(&self.params, grads)?;
         let config = self.config;
