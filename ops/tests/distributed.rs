@@ -386,6 +386,64 @@ fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Chec
     Ok(())
 }
 
+/// `Net` with every parameter a view of one flat buffer (as a flat-parameter model holds them).
+fn net_in_one_buffer(seed: u64) -> autograd_core::Result<Net> {
+    let sizes = [HIDDEN * FEATURES, HIDDEN, CLASSES * HIDDEN, CLASSES];
+    let flat = Tensor::randn(shape![sizes.iter().sum::<usize>()], &mut Rng::new(seed))?;
+    let mut at = 0;
+    let mut next = |dims: &[usize]| -> autograd_core::Result<Tensor> {
+        let n = dims.iter().product::<usize>();
+        let t = flat.narrow(0, at, n)?.view(dims)?.detach();
+        at += n;
+        Ok(t)
+    };
+    Ok(Net {
+        l1: Linear::from_parameters(next(&[HIDDEN, FEATURES])?, Some(next(&[HIDDEN])?))?,
+        l2: Linear::from_parameters(next(&[CLASSES, HIDDEN])?, Some(next(&[CLASSES])?))?,
+    })
+}
+
+fn parameters_in_one_buffer_step_at_once(world: &World) -> Check {
+    let seed = 1 + world.rank() as u64;
+    let plain = tri!(Ddp::new(
+        world,
+        tri!(net_in_one_buffer(seed)),
+        DdpOptions { bucket_bytes: 40 }
+    ));
+    let fused = tri!(Ddp::new(
+        world,
+        tri!(net_in_one_buffer(seed)),
+        DdpOptions { bucket_bytes: 40 }
+    ));
+    let mut plain_opt = tri!(sgd(plain.module().parameters()));
+    let mut fused_opt = Recording {
+        inner: Box::new(tri!(sgd(fused.module().parameters()))),
+        apart: true,
+        steps: Vec::new(),
+    };
+    for step in 0..STEPS {
+        let (x, y) = tri!(batch(step));
+        let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
+        tri!(plain_opt.zero_grad());
+        tri!(plain.backward(&tri!(plain.module().loss(&x, &y))));
+        tri!(plain_opt.step());
+        tri!(fused_opt.zero_grad());
+        tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), &mut fused_opt));
+    }
+    // parameters that share storage are stepped together, after the averaging
+    check!(
+        fused_opt.steps == vec![4; STEPS],
+        "parameters in one buffer took steps of {:?} gradients",
+        fused_opt.steps
+    );
+    let (a, f) = (tri!(flat(plain.module())), tri!(flat(fused.module())));
+    check!(
+        a.iter().zip(&f).all(|(a, f)| a.to_bits() == f.to_bits()),
+        "parameters in one buffer: backward_step differs from backward and step"
+    );
+    Ok(())
+}
+
 /// A model whose two layers are one: the same weight and bias, held twice.
 #[derive(Module)]
 struct Tied {
@@ -1181,7 +1239,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 20] = [
+const CHECKS: [Named; 21] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -1213,6 +1271,10 @@ const CHECKS: [Named; 20] = [
     (
         "tied_parameters_average_and_step_once",
         tied_parameters_average_and_step_once,
+    ),
+    (
+        "parameters_in_one_buffer_step_at_once",
+        parameters_in_one_buffer_step_at_once,
     ),
     (
         "no_sync_accumulation_equals_synchronous",

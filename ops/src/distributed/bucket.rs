@@ -4,8 +4,8 @@
 //! gradient shares) and the sums written straight from the slots into the gradients. Across
 //! machines they go as PyTorch's DDP sends them: packed into flat `f32` buffers of about
 //! `bucket_bytes` each, whose non-blocking all-reduces (`MPI_Iallreduce`) start as soon as each
-//! is packed, so later buckets are packed while earlier ones travel; each is unpacked as soon as
-//! it arrives, while later ones still travel (every gradient is checked readable before the
+//! is packed, so later buckets are packed while earlier ones travel; each is unpacked as soon
+//! as it arrives, while later ones still travel (every gradient is checked readable before the
 //! first bucket leaves, so every bucket carries the same failure flag). A single bucket has
 //! nothing to overlap with and takes the blocking `MPI_Allreduce`, which MPI libraries tune
 //! harder.
@@ -171,7 +171,11 @@ impl Buckets {
         let outcome = outcome.and_then(|()| finish());
         // a failed write is this rank's alone: make it every rank's (always a collective, so
         // a plan without buckets still reports a failed backward everywhere)
-        super::agreement::all_succeeded(world, outcome, "writing the averaged gradients")
+        super::agreement::all_succeeded(
+            world,
+            outcome,
+            "writing the averaged gradients (or stepping with them)",
+        )
     }
 
     /// [`Buckets::all_reduce`] in the library's all-reduces, a bucket at a time: every

@@ -155,10 +155,9 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// Runs `loss.backward()`, then (outside [`Ddp::no_sync`]) averages every parameter's
     /// `.grad` across ranks, in place (each gradient's version moves on; a parameter whose
     /// gradient was missing here or cannot be written in place gets a fresh one): every rank
-    /// calls it once per step. A parameter that has no
-    /// gradient on some ranks counts as zeros there; one that has none on any rank keeps none.
-    /// When the backward fails on some rank, every rank gets an error (the failing rank its
-    /// own) and the gradients stay local.
+    /// calls it once per step. A parameter that has no gradient on some ranks counts as zeros
+    /// there; one that has none on any rank keeps none. When the backward fails on some rank,
+    /// every rank gets an error (the failing rank its own) and the gradients stay local.
     pub fn backward(&self, loss: &Tensor) -> Result<()> {
         let local = loss.backward();
         if !self.sync {
@@ -188,8 +187,7 @@ impl<'w, M: Module> Ddp<'w, M> {
             Err(e) => return self.average_with(Some(e), |_| Ok(()), || Ok(())),
         };
         let local = loss.backward().err();
-        // stepping a parameter must not change a gradient the averaging has still to read
-        let apart = opt.steps_each_parameter_apart() && !self.gradients_alias();
+        let apart = opt.steps_each_parameter_apart() && !self.storage_shared();
         let count = opt.params().len();
         let stepped = RefCell::new(vec![false; count]);
         let opt = RefCell::new(opt);
@@ -207,9 +205,11 @@ impl<'w, M: Module> Ddp<'w, M> {
                 result
             },
             || {
-                // the rest at once: all of them when not stepped apart, and any parameter whose
-                // mean had no element to write (step() steps it all the same)
                 let mut opt = opt.borrow_mut();
+                if !apart {
+                    return opt.step();
+                }
+                // any parameter whose mean had no element to write: step() steps it too
                 let stepped = stepped.borrow();
                 let rest = opt
                     .params()
@@ -247,21 +247,19 @@ impl<'w, M: Module> Ddp<'w, M> {
         Ok(slots)
     }
 
-    /// Whether some parameter's `.grad` shares storage with a parameter or another gradient
-    /// (gradients set by hand), which stepping a parameter during the averaging could change.
-    /// (A `.grad` that cannot be read fails the averaging, which steps nothing.)
-    fn gradients_alias(&self) -> bool {
-        let carriers = |t: &Tensor| {
-            t.carriers()
-                .iter()
-                .map(|c| Arc::as_ptr(c).cast::<()>())
-                .collect::<Vec<_>>()
-        };
-        let mut seen: HashSet<*const ()> = self.params.iter().flat_map(carriers).collect();
+    /// Whether parameters and their `.grad`s do not all lie in storage of their own (views of
+    /// one buffer, gradients set by hand): stepping parameters one at a time, in the order
+    /// their means arrive, might then differ from one step. (A `.grad` that cannot be read
+    /// fails the averaging, which steps nothing.)
+    fn storage_shared(&self) -> bool {
+        let mut seen = HashSet::new();
+        let grads = self.params.iter().filter_map(|p| p.grad().ok().flatten());
         self.params
             .iter()
-            .filter_map(|p| p.grad().ok().flatten())
-            .any(|g| carriers(&g).into_iter().any(|c| !seen.insert(c)))
+            .cloned()
+            .chain(grads)
+            .flat_map(|t| t.carriers())
+            .any(|c| !seen.insert(Arc::as_ptr(&c).cast::<()>()))
     }
 
     /// Averages every parameter's `.grad` across ranks now, for gradients computed some other
@@ -271,9 +269,9 @@ impl<'w, M: Module> Ddp<'w, M> {
     }
 
     /// Averages the gradients, calling `averaged(i)` as soon as parameter `i`'s mean is
-    /// written (never for one no rank has a gradient of, nor one without elements) and
-    /// `finish()` after the last; `failed` is this rank's failure. A failure of either is an
-    /// error on every rank.
+    /// written (never for one no rank has a gradient of; on one machine, not for one without
+    /// elements either) and `finish()` after the last; `failed` is this rank's failure. A
+    /// failure of either is an error on every rank.
     fn average_with(
         &self,
         failed: Option<Error>,

@@ -22,8 +22,11 @@ fn record(tensors: &[(String, Tensor, Role)], bucket_bytes: usize) -> Record {
     // where each tensor first appears: a tied tensor is averaged once, so ranks must tie alike
     let mut first = HashMap::new();
     for (k, (name, t, role)) in tensors.iter().enumerate() {
+        let at = *first.entry(t.id()).or_insert(k);
+        if at != k {
+            h = h.text("tied to").num(at as u64);
+        }
         h = h
-            .num(*first.entry(t.id()).or_insert(k) as u64)
             .text(name)
             .num(u64::from(*role == Role::Parameter))
             .text(&dtype_name(t.dtype()))
