@@ -238,6 +238,25 @@ impl Optimizer for Recording {
     }
 }
 
+/// `STEPS` steps on this rank's shares: `plain` with `backward` and `step`, `fused` with
+/// `backward_step`.
+fn train_both(
+    world: &World,
+    (plain, plain_opt): (&Ddp<'_, Net>, &mut dyn Optimizer),
+    (fused, fused_opt): (&Ddp<'_, Net>, &mut Recording),
+) -> autograd_core::Result<()> {
+    for step in 0..STEPS {
+        let (x, y) = batch(step)?;
+        let (x, y) = (share(world, &x)?, share(world, &y)?);
+        plain_opt.zero_grad()?;
+        plain.backward(&plain.module().loss(&x, &y)?)?;
+        plain_opt.step()?;
+        fused_opt.zero_grad()?;
+        fused.backward_step(&fused.module().loss(&x, &y)?, fused_opt)?;
+    }
+    Ok(())
+}
+
 fn backward_step_equals_backward_then_step(world: &World) -> Check {
     for bucket_bytes in [DdpOptions::default().bucket_bytes, 40] {
         let options = DdpOptions { bucket_bytes };
@@ -258,15 +277,11 @@ fn backward_step_equals_backward_then_step(world: &World) -> Check {
                 apart,
                 steps: Vec::new(),
             };
-            for step in 0..STEPS {
-                let (x, y) = tri!(batch(step));
-                let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
-                tri!(plain_opt.zero_grad());
-                tri!(plain.backward(&tri!(plain.module().loss(&x, &y))));
-                tri!(plain_opt.step());
-                tri!(fused_opt.zero_grad());
-                tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), &mut fused_opt));
-            }
+            tri!(train_both(
+                world,
+                (&plain, plain_opt.as_mut()),
+                (&fused, &mut fused_opt)
+            ));
             let (a, f) = (tri!(flat(plain.module())), tri!(flat(fused.module())));
             let differ = a
                 .iter()
@@ -303,15 +318,28 @@ fn backward_step_equals_backward_then_step(world: &World) -> Check {
     Ok(())
 }
 
+/// The setting of a check in which the last rank (`odd`) fails: this rank's share of batch
+/// `step` and a `Ddp` of several buckets.
+fn one_rank_fails(
+    world: &World,
+    step: usize,
+) -> autograd_core::Result<(usize, Tensor, Tensor, Ddp<'_, Net>)> {
+    let (x, y) = batch(step)?;
+    let (x, y) = (share(world, &x)?, share(world, &y)?);
+    let ddp = Ddp::new(world, Net::new(1, HIDDEN)?, DdpOptions { bucket_bytes: 64 })?;
+    Ok((world.size() - 1, x, y, ddp))
+}
+
+/// Whether `net`'s gradients are one process's on `(x, y)` from rank 0's initialisation: this
+/// rank's own, not averaged.
+fn grads_are_local(net: &Net, x: &Tensor, y: &Tensor) -> autograd_core::Result<bool> {
+    let alone = Net::new(1, HIDDEN)?;
+    alone.loss(x, y)?.backward()?;
+    Ok(grads(net)? == grads(&alone)?)
+}
+
 fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Check {
-    let odd = world.size() - 1;
-    let (x, y) = tri!(batch(3));
-    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
-    let ddp = tri!(Ddp::new(
-        world,
-        tri!(Net::new(1, HIDDEN)),
-        DdpOptions { bucket_bytes: 64 }
-    ));
+    let (odd, x, y, ddp) = tri!(one_rank_fails(world, 3));
     let before = tri!(flat(ddp.module()));
     let loss = tri!(ddp.module().loss(&x, &y));
     if world.rank() == odd {
@@ -341,10 +369,8 @@ fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Chec
             "rank {} got {r:?} while rank {odd}'s optimizer was refused",
             world.rank()
         );
-        let alone = tri!(Net::new(1, HIDDEN));
-        tri!(alone.loss(&x, &y).and_then(|l| l.backward()));
         check!(
-            tri!(grads(ddp.module())) == tri!(grads(&alone)),
+            tri!(grads_are_local(ddp.module(), &x, &y)),
             "gradients were averaged although rank {odd}'s optimizer was refused"
         );
     }
@@ -421,15 +447,11 @@ fn parameters_in_one_buffer_step_at_once(world: &World) -> Check {
         apart: true,
         steps: Vec::new(),
     };
-    for step in 0..STEPS {
-        let (x, y) = tri!(batch(step));
-        let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
-        tri!(plain_opt.zero_grad());
-        tri!(plain.backward(&tri!(plain.module().loss(&x, &y))));
-        tri!(plain_opt.step());
-        tri!(fused_opt.zero_grad());
-        tri!(fused.backward_step(&tri!(fused.module().loss(&x, &y)), &mut fused_opt));
-    }
+    tri!(train_both(
+        world,
+        (&plain, &mut plain_opt),
+        (&fused, &mut fused_opt)
+    ));
     // parameters that share storage are stepped together, after the averaging
     check!(
         fused_opt.steps == vec![4; STEPS],
@@ -880,14 +902,7 @@ fn parameters_and_buffers_come_from_rank_0_in_place(world: &World) -> Check {
 }
 
 fn a_failed_backward_fails_on_every_rank(world: &World) -> Check {
-    let odd = world.size() - 1;
-    let (x, y) = tri!(batch(2));
-    let (x, y) = (tri!(share(world, &x)), tri!(share(world, &y)));
-    let ddp = tri!(Ddp::new(
-        world,
-        tri!(Net::new(1, HIDDEN)),
-        DdpOptions { bucket_bytes: 64 }
-    ));
+    let (odd, x, y, ddp) = tri!(one_rank_fails(world, 2));
     let loss = tri!(ddp.module().loss(&x, &y));
     if world.rank() == odd {
         // the graph is released: the second backward fails on this rank only
@@ -909,10 +924,8 @@ fn a_failed_backward_fails_on_every_rank(world: &World) -> Check {
             "rank {} got {r:?} while rank {odd} failed",
             world.rank()
         );
-        let alone = tri!(Net::new(1, HIDDEN));
-        tri!(alone.loss(&x, &y).and_then(|l| l.backward()));
         check!(
-            tri!(grads(ddp.module())) == tri!(grads(&alone)),
+            tri!(grads_are_local(ddp.module(), &x, &y)),
             "gradients were averaged although rank {odd} failed"
         );
     }

@@ -1071,14 +1071,14 @@ fn a_step_a_parameter_at_a_time_is_one_step_of_all() {
         }),
     ];
     let dims: [&[usize]; 3] = [&[2, 3], &[4], &[3]];
+    // tensor i of `dims`, element k being f(i, k)
+    let filled = |i: usize, f: &dyn Fn(usize, usize) -> f32| {
+        let n: usize = dims[i].iter().product();
+        t(&(0..n).map(|k| f(i, k)).collect::<Vec<_>>(), dims[i])
+    };
     let params = || -> Vec<Tensor> {
-        dims.iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let n: usize = d.iter().product();
-                let v: Vec<f32> = (0..n).map(|k| (k as f32 - 1.5) * 0.3 + i as f32).collect();
-                t(&v, d)
-            })
+        (0..dims.len())
+            .map(|i| filled(i, &|i, k| (k as f32 - 1.5) * 0.3 + i as f32))
             .collect()
     };
     let groups = |ps: &[Tensor]| {
@@ -1093,16 +1093,14 @@ fn a_step_a_parameter_at_a_time_is_one_step_of_all() {
         let mut one_by_one = make(groups(&apart)).unwrap();
         assert!(one_by_one.steps_each_parameter_apart(), "{name}");
         for step in 0..4 {
-            let grads: Vec<Option<Tensor>> = dims
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    let n: usize = d.iter().product();
-                    let v: Vec<f32> = (0..n)
-                        .map(|k| ((k * 7 + i * 3 + step * 5) % 11) as f32 * 0.1 - 0.45)
-                        .collect();
+            let grads: Vec<Option<Tensor>> = (0..dims.len())
+                .map(|i| {
                     // the second parameter has no gradient on the third step
-                    (i != 1 || step != 2).then(|| t(&v, d))
+                    (i != 1 || step != 2).then(|| {
+                        filled(i, &|i, k| {
+                            ((k * 7 + i * 3 + step * 5) % 11) as f32 * 0.1 - 0.45
+                        })
+                    })
                 })
                 .collect();
             at_once.step_with(&grads).unwrap();
