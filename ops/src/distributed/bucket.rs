@@ -242,9 +242,10 @@ impl Buckets {
                 while requests.incomplete() > 0 || !arrived.is_empty() {
                     let (b, summed): (usize, &[f32]) = match arrived.pop_front() {
                         Some(next) => next,
+                        // (while one is in flight, MPI answers a wait with one)
                         None => match requests.wait_any() {
                             Some((b, _, summed)) => (b, summed),
-                            None => continue,
+                            None => break,
                         },
                     };
                     let flag = summed.last().copied().unwrap_or(0.0);
