@@ -103,10 +103,11 @@ pub trait Optimizer {
 
     /// Whether its update of each parameter depends only on that parameter, its gradient and
     /// state of its own, so that a step of some parameters (`None` for the others) followed by
-    /// a step of the rest is one step of all: true for every optimizer of this crate. An optimizer that says so is stepped a
-    /// parameter at a time by `Ddp::backward_step` (feature `mpi`), each as soon as its mean
-    /// is in; one that does not (the default, for state shared across parameters such as a
-    /// global step count) is stepped once, after the whole averaging.
+    /// a step of the rest is one step of all: true for every optimizer of this crate. An
+    /// optimizer that says so is stepped a parameter at a time by `Ddp::backward_step`
+    /// (feature `mpi`), each as soon as its mean is in; one that does not (the default, for
+    /// state shared across parameters such as a global step count) is stepped once, after the
+    /// whole averaging.
     fn steps_each_parameter_apart(&self) -> bool {
         false
     }
