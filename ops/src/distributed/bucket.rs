@@ -163,10 +163,13 @@ impl Buckets {
                 plan.sizes
             )));
         }
+        // every gradient checked readable (or copied) before any value leaves: no read fails
+        // once another rank may have written a mean
+        let staged = staged(grads, &mut failed);
         let bytes = plan.sizes.iter().sum::<usize>() * std::mem::size_of::<f32>();
         let outcome = match world.shared_slots(bytes) {
-            Some(slots) => stream(&slots, world.size(), plan, grads, failed, write),
-            None => self.in_buckets(world, grads, failed, write),
+            Some(slots) => stream(&slots, world.size(), plan, grads, &staged, failed, write),
+            None => self.in_buckets(world, grads, &staged, failed, write),
         };
         let outcome = outcome.and_then(|()| finish());
         // a failed write is this rank's alone: make it every rank's (always a collective, so
@@ -186,15 +189,13 @@ impl Buckets {
         &mut self,
         world: &World,
         grads: &[Option<Tensor>],
-        failed: Option<Error>,
+        staged: &[Option<Vec<f32>>],
+        mut failed: Option<Error>,
         mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
         let plan = &self.plan;
-        let mut failed = failed;
-        // every gradient checked readable (or copied) before the first bucket leaves, so that
-        // every bucket carries the same failure flag and one that arrives clean may be
-        // written at once
-        let staged = staged(grads, &mut failed);
+        // read from `staged`, no bucket can fail to pack once the first has left: every bucket
+        // carries the same failure flag, and one that arrives clean may be written at once
         if self.sends.len() != plan.len() {
             self.sends = (0..plan.len())
                 .map(|b| vec![0.0; plan.buffer_len(b)])
@@ -204,7 +205,7 @@ impl Buckets {
         let comm = world.comm();
         let pack_next = |b: usize, send: &mut [f32], failed: &mut Option<Error>| {
             if failed.is_none() {
-                if let Err(e) = pack(plan, b, grads, &staged, send) {
+                if let Err(e) = pack(plan, b, grads, staged, send) {
                     *failed = Some(e);
                 }
             }
@@ -310,11 +311,10 @@ fn stream(
     ranks: usize,
     plan: &Plan,
     grads: &[Option<Tensor>],
+    staged: &[Option<Vec<f32>>],
     failed: Option<Error>,
     mut write: impl FnMut(usize, usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
-    let mut failed = failed;
-    let staged = staged(grads, &mut failed);
     // the plan's length on every rank, whatever this rank was given
     let head: Vec<f32> = std::iter::once(failed.is_some())
         .chain((0..plan.sizes.len()).map(|i| grads.get(i).is_some_and(Option::is_some)))
@@ -341,7 +341,7 @@ fn stream(
         |range, dst: &mut [f32]| {
             for (i, from, to) in spans.within(range.clone()) {
                 let dst = &mut dst[to.start - range.start..to.end - range.start];
-                if let Err(e) = read_part(&staged, grads, i, from, dst) {
+                if let Err(e) = read_part(staged, grads, i, from, dst) {
                     dst.fill(0.0);
                     unread.borrow_mut().get_or_insert(e);
                 }
@@ -368,6 +368,7 @@ fn stream(
 /// readable here, before any rank writes a mean), while one off the CPU, or whose carrier
 /// another gradient shares (a tensor and its transpose in one list), is copied here. Buckets
 /// are packed from the same copies, so that no read fails after the first bucket has left.
+/// `failed` may be set here; once it is, every gradient is `None`.
 fn staged(grads: &[Option<Tensor>], failed: &mut Option<Error>) -> Vec<Option<Vec<f32>>> {
     let carrier = |g: &Tensor| {
         g.carrier()

@@ -256,9 +256,8 @@ impl<'w, M: Module> Ddp<'w, M> {
         let grads = self.params.iter().filter_map(|p| p.grad().ok().flatten());
         self.params
             .iter()
-            .cloned()
-            .chain(grads)
-            .flat_map(|t| t.carriers())
+            .flat_map(Tensor::carriers)
+            .chain(grads.flat_map(|g| g.carriers()))
             .any(|c| !seen.insert(Arc::as_ptr(&c).cast::<()>()))
     }
 

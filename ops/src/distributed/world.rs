@@ -115,8 +115,8 @@ impl World {
     /// averaging takes a third of the time it takes through MPI inside the training step, and
     /// a third to a half of MPI's own all-reduce back to back. Off keeps every collective in
     /// the library's all-reduce (a container whose `/dev/shm` cannot spare the up to 32 MiB it
-    /// takes, or a comparison). Every rank calls
-    /// it with the same value; otherwise every rank gets `Error::Value` and nothing changes.
+    /// takes, or a comparison). Every rank calls it with the same value; otherwise every rank
+    /// gets `Error::Value` and nothing changes.
     pub fn use_shared_memory(&self, on: bool) -> Result<()> {
         agree(
             self,
