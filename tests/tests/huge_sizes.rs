@@ -413,6 +413,180 @@ fn probes() -> Vec<(String, Box<dyn Fn() -> Check>)> {
         }),
     );
 
+    // Convolutions and windows whose geometry overflows: sizes from the options, not the
+    // inputs, so each is refused before any kernel computes a product of them.
+    let padded = |p: usize| ops::Conv2dOptions::new().padding(ops::Padding::Explicit([p, p]));
+    add(
+        "unfold_with_padding_past_every_index",
+        Box::new(move || {
+            // 2^32 windows a side: 2^64 columns
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            value_error(ops::unfold(&x, [1, 1], &padded((1 << 31) - 1)))
+        }),
+    );
+    add(
+        "fold_with_padding_past_every_index",
+        Box::new(move || {
+            value_error(ops::fold(
+                &empty(&[1, 1, 0]),
+                [2, 2],
+                [1, 1],
+                &padded((1 << 31) - 1),
+            ))
+        }),
+    );
+    add(
+        "fold_of_a_kernel_with_too_many_taps",
+        Box::new(|| {
+            value_error(ops::fold(
+                &empty(&[1, 1, 0]),
+                [2, 2],
+                [1 << 40, 1 << 40],
+                &ops::Conv2dOptions::new(),
+            ))
+        }),
+    );
+    add(
+        "conv2d_with_padding_past_isize",
+        Box::new(move || {
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            let w = Tensor::zeros(shape![1, 1, 1, 1], &DType::Float32)?;
+            value_error(ops::conv2d(&x, &w, None, &padded(1 << 62)))?;
+            value_error(ops::conv2d(&x, &w, None, &padded(1 << 63)))
+        }),
+    );
+    add(
+        "conv2d_with_a_dilated_same_kernel_past_usize",
+        Box::new(|| {
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            let w = Tensor::zeros(shape![1, 1, 3, 3], &DType::Float32)?;
+            let options = ops::Conv2dOptions::new()
+                .padding(ops::Padding::Same)
+                .dilation([usize::MAX, 1]);
+            value_error(ops::conv2d(&x, &w, None, &options))
+        }),
+    );
+    add(
+        "conv2d_with_channels_times_groups_past_usize",
+        Box::new(|| {
+            let x = Tensor::zeros(shape![1, 0, 2, 2], &DType::Float32)?;
+            let w = empty(&[0, 1 << 62, 1, 1]);
+            value_error(ops::conv2d(
+                &x,
+                &w,
+                None,
+                &ops::Conv2dOptions::new().groups(8),
+            ))
+        }),
+    );
+    add(
+        "conv_transpose2d_with_padding_past_usize",
+        Box::new(|| {
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            let w = Tensor::zeros(shape![1, 1, 1, 1], &DType::Float32)?;
+            let big = |o: ops::ConvTranspose2dOptions| ops::conv_transpose2d(&x, &w, None, &o);
+            value_error(big(
+                ops::ConvTranspose2dOptions::new().padding([usize::MAX, 0])
+            ))?;
+            value_error(big(ops::ConvTranspose2dOptions::new()
+                .stride([usize::MAX, 1])
+                .output_padding([1, 0])))
+        }),
+    );
+    add(
+        "flash_causal_attention_qkv_with_heads_past_usize",
+        Box::new(|| {
+            let qkv = Tensor::zeros(shape![1, 1, 3], &DType::Float32)?;
+            value_error(ops::flash_causal_attention_qkv(&qkv, usize::MAX / 2, None))
+        }),
+    );
+
+    // Output sizes chosen by the caller: a result too large is refused before anything is
+    // allocated for it, and an empty batch gives an empty result of any size.
+    add(
+        "pad_past_memory",
+        Box::new(|| {
+            let a = Tensor::zeros(shape![1, 1], &DType::Float32)?;
+            let constant = ops::PadMode::Constant(0.0);
+            // the leading axis, the last axis, and extents whose product overflows
+            value_error(ops::pad(&a, &[0i64, 0, 1 << 62, 0], constant))?;
+            value_error(ops::pad(&a, &[1i64 << 61, 1 << 61], constant))?;
+            value_error(ops::pad(&a, &[1i64 << 62, 0, 1 << 62, 0], constant))
+        }),
+    );
+    add(
+        "adaptive_avg_pool2d_past_memory",
+        Box::new(|| {
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            value_error(ops::adaptive_avg_pool2d(&x, [usize::MAX, 1]))?;
+            value_error(ops::adaptive_avg_pool2d(&x, [H, 1]))?;
+            ok_dims(
+                ops::adaptive_avg_pool2d(&empty(&[0, 1, 2, 2]), [H, 1]),
+                &[0, 1, H, 1],
+            )
+        }),
+    );
+    add(
+        "interpolate_past_memory",
+        Box::new(|| {
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            let bilinear = ops::Interpolation::Bilinear {
+                align_corners: false,
+            };
+            value_error(ops::interpolate(&x, [usize::MAX, 1], bilinear))?;
+            value_error(ops::interpolate(&x, [H, 1], ops::Interpolation::Nearest))?;
+            ok_dims(
+                ops::interpolate(&empty(&[0, 1, 2, 2]), [H, 1], bilinear),
+                &[0, 1, H, 1],
+            )
+        }),
+    );
+    add(
+        "chunk_of_an_empty_axis_into_too_many_pieces",
+        Box::new(|| value_error(empty(&[0]).chunk(usize::MAX, 0))),
+    );
+    add(
+        "index_put_with_broadcast_indices_past_memory",
+        Box::new(|| {
+            let a = Tensor::zeros(shape![1, 1], &DType::Float32)?;
+            let index = |dims: [usize; 2]| {
+                Tensor::from_vec(vec![0i64], shape![1, 1]).and_then(|i| i.broadcast_to(&dims))
+            };
+            let put = |n: usize| {
+                ops::index_put(
+                    &a,
+                    &[index([n, 1])?, index([1, n])?],
+                    &Tensor::scalar(1.0),
+                    false,
+                )
+            };
+            // 2^62 positions cannot be had; 2^64 cannot be counted
+            value_error(put(1 << 31))?;
+            value_error(put(1 << 32))
+        }),
+    );
+    add(
+        "diagonal_at_the_lowest_offset",
+        Box::new(|| {
+            let a = Tensor::zeros(shape![2, 2], &DType::Float32)?;
+            ok_dims(a.diagonal(i64::MIN, 0, 1), &[0])?;
+            ok_dims(a.diagonal(i64::MAX, 0, 1), &[0])
+        }),
+    );
+    add(
+        "data_loader_prefetching_without_bound",
+        Box::new(|| {
+            use autograd_ops::data::{DataLoader, TensorDataset};
+            let fours = TensorDataset::new(vec![Tensor::zeros(shape![4, 1], &DType::Float32)?])?;
+            let loader = DataLoader::new(fours, 2)?.prefetch(usize::MAX);
+            let batches = loader.epoch(0)?.collect::<Result<Vec<_>>>()?;
+            expect(
+                batches.len() == 2,
+                format!("{} batches of 4 samples by 2", batches.len()),
+            )
+        }),
+    );
+
     // Traversals: the gradient of a broadcast leaf of 2^40 positions cannot be had; the
     // failure changes no `.grad` and keeps the graph.
     add(

@@ -33,10 +33,11 @@ fn raw_diagonal(t: &Tensor, offset: i64, axis1: usize, axis2: usize) -> Result<T
     let (a, b) = (l.mode_leaves(axis1)[0], l.mode_leaves(axis2)[0]);
     // extents fit i64: they count elements of an allocated tensor
     let (rows, cols) = (a.extent as i64, b.extent as i64);
+    // saturating: an offset of i64::MIN is past every row all the same
     let (r0, c0) = if offset >= 0 {
         (0, offset)
     } else {
-        (-offset, 0)
+        (offset.saturating_neg(), 0)
     };
     let len = (rows - r0).min(cols - c0).max(0);
     let mut modes: Vec<Layout> = l

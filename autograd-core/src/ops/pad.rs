@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{bail, ensure, Result};
 use crate::kernel::{self, element::dispatch};
 use crate::layout::axis::IntList;
-use crate::storage::allocation::filled;
+use crate::storage::allocation::{filled, with_capacity};
 use crate::storage::scalar::{Element, Scalar};
 use crate::{differentiable, DType, Layout, Tensor};
 
@@ -148,6 +148,9 @@ fn plan(dims: &[usize], pads: &[i128], mode: PadMode) -> Result<Vec<(i64, i64)>>
         }
         pairs[axis] = (lo, hi);
     }
+    // the result's extents must be indexable before anything is planned for them
+    Layout::row_major(&padded_dims(dims, &pairs))
+        .map_err(|e| e.context(format!("pad: the result of padding shape {dims:?}")))?;
     Ok(pairs)
 }
 
@@ -190,10 +193,14 @@ impl RowPlan {
             .iter()
             .zip(lead_in)
             .zip(pairs)
-            .map(|((&m, &n), &pair)| (0..m).map(|j| mode.source(j, pair, n)).collect())
-            .collect();
+            .map(|((&m, &n), &pair)| {
+                let mut map = with_capacity(m)?;
+                map.extend((0..m).map(|j| mode.source(j, pair, n)));
+                Ok(map)
+            })
+            .collect::<Result<_>>()?;
         let count: usize = lead_out.iter().product();
-        let mut rows = crate::storage::allocation::with_capacity(count)?;
+        let mut rows = with_capacity(count)?;
         let mut coord = vec![0usize; lead_out.len()];
         for _ in 0..count {
             let mut row = Some(0usize);
@@ -216,10 +223,12 @@ impl RowPlan {
         let start_out = usize::try_from(lo.max(0)).unwrap_or(0);
         let start_in = usize::try_from((-lo).max(0)).unwrap_or(0);
         let len = m.saturating_sub(start_out).min(n.saturating_sub(start_in));
-        let edges = (0..m)
-            .filter(|&j| j < start_out || j >= start_out + len)
-            .map(|j| (j, mode.source(j, (lo, hi), n)))
-            .collect();
+        let mut edges = with_capacity(m - len)?;
+        edges.extend(
+            (0..m)
+                .filter(|&j| j < start_out || j >= start_out + len)
+                .map(|j| (j, mode.source(j, (lo, hi), n))),
+        );
         Ok(RowPlan {
             rows,
             width: (n, m),

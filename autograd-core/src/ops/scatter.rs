@@ -11,8 +11,9 @@ use super::index::{check_axis, checked, index_values, offsets, scattered, stride
 use crate::error::{bail, ensure, Result};
 use crate::graph::grad_mode::no_grad;
 use crate::layout::axis::Axis;
+use crate::storage::allocation::{filled, with_capacity};
 use crate::storage::scalar::Scalar;
-use crate::{DType, Tensor};
+use crate::{DType, Layout, Tensor};
 
 /// How [`node::put`] writes a value into its target.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,7 +147,7 @@ pub fn index_add(
         dims[axis + 1..].iter().product(),
     );
     let n = dims[axis];
-    let mut to = crate::storage::allocation::with_capacity(source.size())?;
+    let mut to = with_capacity(source.size())?;
     for o in 0..outer {
         for &k in &idx {
             let base = (o * n + k) * inner;
@@ -225,9 +226,14 @@ pub fn index_put(
         joint = broadcast_shapes(&joint, &i.dims())
             .map_err(|e| e.context("index_put: the index tensors"))?;
     }
+    let inner: usize = dims[k..].iter().product();
+    let mut target = joint.clone();
+    target.extend_from_slice(&dims[k..]);
+    // the indexed shape must be indexable before anything is allocated for it
+    Layout::row_major(&target).map_err(|e| e.context("index_put: the indexed shape"))?;
     let row = strides(&dims);
     let count: usize = joint.iter().product();
-    let mut base = vec![0usize; count];
+    let mut base = filled(count, 0usize)?;
     for (axis, i) in indices.iter().enumerate() {
         let spread = {
             let _off = no_grad();
@@ -246,9 +252,6 @@ pub fn index_put(
             }
         }
     }
-    let inner: usize = dims[k..].iter().product();
-    let mut target = joint.clone();
-    target.extend_from_slice(&dims[k..]);
     let vdims = values.dims();
     let fits = broadcast_shapes(&vdims, &target).is_ok_and(|d| d == target);
     ensure!(
@@ -257,11 +260,12 @@ pub fn index_put(
         "index_put: values of shape {vdims:?} do not broadcast to the indexed shape {target:?}"
     );
     let values = expand(values, &target)?;
-    let mut to = crate::storage::allocation::with_capacity(count * inner)?;
+    let mut to = with_capacity(count * inner)?;
     for &b in &base {
         to.extend(b..b + inner);
     }
-    let from: Vec<usize> = (0..to.len()).collect();
+    let mut from = with_capacity(to.len())?;
+    from.extend(0..to.len());
     let write = if accumulate {
         Write::Add(Scalar::I32(1).cast(a.dtype())?)
     } else {

@@ -4,21 +4,21 @@
 use super::view as node;
 use crate::error::{bail, ensure};
 use crate::layout::axis::{Axis, IntList};
+use crate::storage::allocation::{filled, with_capacity};
 use crate::{Result, Tensor};
 
 /// `a` cut along `dim` into consecutive pieces of the given extents (every piece a `narrow`
 /// view, so gradients flow to the parts of `a` each piece covers).
 #[track_caller]
 fn pieces(a: &Tensor, dim: usize, extents: &[usize]) -> Result<Vec<Tensor>> {
+    // a count of pieces the caller chose: too many is an error, not an abort
+    let mut all = with_capacity(extents.len())?;
     let mut start = 0;
-    extents
-        .iter()
-        .map(|&len| {
-            let piece = node::narrow(a, dim, start, len);
-            start += len;
-            piece
-        })
-        .collect()
+    for &len in extents {
+        all.push(node::narrow(a, dim, start, len)?);
+        start += len;
+    }
+    Ok(all)
 }
 
 /// `a` cut into consecutive pieces along `dim` (negative from the back), as PyTorch's
@@ -96,7 +96,7 @@ pub fn chunk(a: &Tensor, chunks: usize, dim: impl Into<Axis>) -> Result<Vec<Tens
     let d = dim.into().resolve_for("chunk", dims.len())?;
     let n = dims[d];
     if n == 0 {
-        return pieces(a, d, &vec![0; chunks]);
+        return pieces(a, d, &filled(chunks, 0)?);
     }
     split(a, n.div_ceil(chunks), d)
 }

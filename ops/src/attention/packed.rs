@@ -76,16 +76,18 @@ impl Packing {
             )
         };
         ensure!(heads > 0, Value, "{op}: heads must be at least 1");
-        ensure!(
-            width > 0 && width.is_multiple_of(3 * heads),
-            Value,
-            "{op}: the last extent {width} of qkv is not 3 x {heads} heads x D for a D >= 1"
-        );
+        let thirds = heads.checked_mul(3).filter(|&t| width.is_multiple_of(t));
+        let Some(thirds) = thirds.filter(|_| width > 0) else {
+            autograd_core::bail!(
+                Value,
+                "{op}: the last extent {width} of qkv is not 3 x {heads} heads x D for a D >= 1"
+            )
+        };
         Ok(Packing {
             batch,
             time,
             heads,
-            d: width / (3 * heads),
+            d: width / thirds,
         })
     }
 

@@ -1,7 +1,7 @@
 //! The public convolutions: `conv2d`, `conv1d` and `conv_transpose2d`, which check their
 //! arguments (nothing is computed or recorded on error) and run the recorded ops of `node`.
 
-use autograd_core::{ensure, Result, Tensor};
+use autograd_core::{bail, ensure, Result, Tensor};
 
 use super::geometry::{
     ensure_f32, ensure_positive, ensure_rank, output_extents, resolve_padding, Geom,
@@ -45,12 +45,12 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
         xd[1],
         wd[0]
     );
+    let expects = wd[1].checked_mul(groups);
     ensure!(
-        wd[1] * groups == xd[1],
+        expects == Some(xd[1]),
         Value,
-        "conv2d: the weight {} expects {} input channels ({} per group x {groups} groups), the input {} has {}",
+        "conv2d: the weight {} expects {} input channels per group x {groups} groups, the input {} has {}",
         w.shape(),
-        wd[1] * groups,
         wd[1],
         x.shape(),
         xd[1]
@@ -58,7 +58,7 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
     let kernel = [wd[2], wd[3]];
     let (pad, total) = resolve_padding(OP, padding, kernel, stride, dilation)?;
     let [oh, ow] = output_extents(OP, [xd[2], xd[3]], total, kernel, (stride, dilation))?;
-    Ok(Geom {
+    Geom {
         n: xd[0],
         c: xd[1],
         h: xd[2],
@@ -72,7 +72,8 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
         groups,
         oh,
         ow,
-    })
+    }
+    .checked(OP)
 }
 
 /// The 2-D convolution (cross-correlation, as PyTorch's `conv2d`) of `x` (`[N, C_in, H, W]`)
@@ -222,10 +223,24 @@ pub fn conv_transpose2d(
             "conv_transpose2d: the weight {} has an empty kernel",
             w.shape()
         );
-        let full =
-            input.saturating_sub(1) * stride[a] + dilation[a] * (k - 1) + output_padding[a] + 1;
+        let full = input
+            .saturating_sub(1)
+            .checked_mul(stride[a])
+            .and_then(|s| s.checked_add(dilation[a].checked_mul(k - 1)?))
+            .and_then(|s| s.checked_add(output_padding[a])?.checked_add(1))
+            .zip(padding[a].checked_mul(2));
+        let Some((full, cut)) = full else {
+            bail!(
+                Value,
+                "conv_transpose2d: the output is too large to index: input extent {input}, kernel {k}, stride {}, padding {}, dilation {}, output padding {}",
+                stride[a],
+                padding[a],
+                dilation[a],
+                output_padding[a]
+            );
+        };
         ensure!(
-            input > 0 && full > 2 * padding[a],
+            input > 0 && full > cut,
             Value,
             "conv_transpose2d: the output would be empty: input extent {input}, kernel {k}, stride {}, padding {}, dilation {}, output padding {}",
             stride[a],
@@ -233,11 +248,18 @@ pub fn conv_transpose2d(
             dilation[a],
             output_padding[a]
         );
-        out[a] = full - 2 * padding[a];
+        out[a] = full - cut;
     }
+    let Some(c) = wd[1].checked_mul(groups) else {
+        bail!(
+            Value,
+            "conv_transpose2d: the weight {} with {groups} groups gives too many output channels",
+            w.shape()
+        );
+    };
     let geom = Geom {
         n: xd[0],
-        c: wd[1] * groups,
+        c,
         h: out[0],
         w: out[1],
         cout: xd[1],
@@ -249,7 +271,8 @@ pub fn conv_transpose2d(
         groups,
         oh: xd[2],
         ow: xd[3],
-    };
+    }
+    .checked(OP)?;
     check_bias(OP, bias, geom.c)?;
     node::conv_transpose2d(x, w, bias, geom)
 }

@@ -1,7 +1,7 @@
 //! The resolved shape of one convolution: input and output extents, kernel, stride, padding,
 //! dilation and groups, checked once before any kernel runs.
 
-use autograd_core::{ensure, DType, Result, Tensor};
+use autograd_core::{bail, ensure, DType, Error, Result, Tensor};
 
 use super::options::Padding;
 
@@ -64,6 +64,45 @@ impl Geom {
     pub fn output_dims(&self) -> [usize; 4] {
         [self.n, self.cout, self.oh, self.ow]
     }
+
+    /// `self`, once every size the kernels derive from it fits an `isize` (`Error::Value`
+    /// naming `op` otherwise): the input's, output's, weight's and columns' element counts,
+    /// and the reach of the last window into the padded input, so that the kernels' products
+    /// and signed coordinates need no checks of their own.
+    pub fn checked(self, op: &str) -> Result<Geom> {
+        // with every factor at least 1, every partial product the kernels take fits too
+        let product = |xs: &[usize]| xs.iter().try_fold(1usize, |a, &b| a.checked_mul(b.max(1)));
+        // the last window's last tap, from the start of the padding
+        let reach = |o: usize, stride: usize, k: usize, dil: usize| {
+            o.saturating_sub(1)
+                .checked_mul(stride)?
+                .checked_add(k.saturating_sub(1).checked_mul(dil)?)
+        };
+        let sizes = [
+            product(&[self.n, self.c, self.h, self.w]),
+            product(&[self.n, self.cout, self.oh, self.ow]),
+            product(&[self.cout, self.cin_g(), self.kh, self.kw]),
+            product(&[self.n, self.c, self.kh, self.kw, self.oh, self.ow]),
+            reach(self.oh, self.stride[0], self.kh, self.dil[0]),
+            reach(self.ow, self.stride[1], self.kw, self.dil[1]),
+            self.h.checked_add(self.pad[0]),
+            self.w.checked_add(self.pad[1]),
+            Some(self.stride[0].max(self.stride[1])),
+        ];
+        ensure!(
+            sizes.iter().all(|s| s.is_some_and(|s| isize::try_from(s).is_ok())),
+            Value,
+            "{op}: sizes too large to index: input {:?}, kernel [{}, {}], stride {:?}, padding {:?}, dilation {:?}, output {:?}",
+            self.input_dims(),
+            self.kh,
+            self.kw,
+            self.stride,
+            self.pad,
+            self.dil,
+            self.output_dims()
+        );
+        Ok(self)
+    }
 }
 
 /// Refuses a tensor that is not Float32 (`Error::Type`).
@@ -118,8 +157,19 @@ pub(crate) fn resolve_padding(
     stride: [usize; 2],
     dilation: [usize; 2],
 ) -> Result<([usize; 2], [usize; 2])> {
+    let too_large = || {
+        Error::Value(format!(
+            "{op}: padding {padding:?} of kernel {kernel:?} with dilation {dilation:?} is too large to index"
+        ))
+    };
     Ok(match padding {
-        Padding::Explicit(p) => (p, [2 * p[0], 2 * p[1]]),
+        Padding::Explicit(p) => {
+            let total = [p[0].checked_mul(2), p[1].checked_mul(2)];
+            let [Some(t0), Some(t1)] = total else {
+                return Err(too_large());
+            };
+            (p, [t0, t1])
+        }
         Padding::Valid => ([0, 0], [0, 0]),
         Padding::Same => {
             ensure!(
@@ -127,17 +177,15 @@ pub(crate) fn resolve_padding(
                 Value,
                 "{op}: padding Same needs stride 1, got {stride:?}"
             );
-            let total = [
-                dilation[0] * kernel[0].saturating_sub(1),
-                dilation[1] * kernel[1].saturating_sub(1),
-            ];
-            ([total[0] / 2, total[1] / 2], total)
+            let total = [0, 1].map(|a| dilation[a].checked_mul(kernel[a].saturating_sub(1)));
+            let [Some(t0), Some(t1)] = total else {
+                return Err(too_large());
+            };
+            ([t0 / 2, t1 / 2], [t0, t1])
         }
     })
 }
 
-/// The output extent of one axis: `(input + total padding - span) / stride + 1`, where the
-/// kernel's span `dilation (kernel - 1) + 1` must fit the padded input (`Error::Value`).
 /// The output's `[height, width]` for an `input` of `[height, width]` under `total_pad`,
 /// `kernel`, `stride` and `dilation` per axis (each checked as [`output_extent`]).
 pub(crate) fn output_extents(
@@ -160,6 +208,9 @@ pub(crate) fn output_extents(
     Ok([axis(0, "height")?, axis(1, "width")?])
 }
 
+/// The output extent of one axis: `(input + total padding - span) / stride + 1`, where the
+/// kernel's span `dilation (kernel - 1) + 1` must fit the padded input (`Error::Value`, as
+/// is a padded input or span too large to index).
 pub(crate) fn output_extent(
     op: &str,
     axis: &str,
@@ -169,8 +220,18 @@ pub(crate) fn output_extent(
     (stride, dilation): (usize, usize),
 ) -> Result<usize> {
     ensure!(kernel > 0, Value, "{op}: the kernel's {axis} extent is 0");
-    let span = dilation * (kernel - 1) + 1;
-    let padded = input + total_pad;
+    let span = dilation
+        .checked_mul(kernel - 1)
+        .and_then(|s| s.checked_add(1));
+    let padded = input
+        .checked_add(total_pad)
+        .filter(|&p| isize::try_from(p).is_ok());
+    let (Some(span), Some(padded)) = (span, padded) else {
+        bail!(
+            Value,
+            "{op}: the {axis} axis is too large to index: input {input} + padding {total_pad}, kernel {kernel} with dilation {dilation}"
+        );
+    };
     ensure!(
         span <= padded,
         Value,

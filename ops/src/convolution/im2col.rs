@@ -53,19 +53,14 @@ impl<'a> View<'a> {
 /// The output positions `lo..hi` (of `ow`) along one axis whose input position
 /// `o stride + off` lies in `0..w`; `off` is a tap's `k dilation - pad` (may be negative).
 fn valid_range(ow: usize, w: usize, s: usize, off: isize) -> (usize, usize) {
-    let s_i = s as isize;
-    let lo = if off >= 0 {
-        0
-    } else {
-        usize::try_from((-off + s_i - 1) / s_i).unwrap_or(0)
-    };
-    let last = w as isize - 1 - off;
-    let hi = if last < 0 {
-        0
-    } else {
-        usize::try_from(last / s_i + 1).unwrap_or(0).min(ow)
-    };
-    (lo.min(ow), hi.max(lo.min(ow)))
+    // in i128, where no sum of these overflows ([`Geom::checked`] bounds them by isize::MAX)
+    let (s, off) = (s.max(1) as i128, off as i128);
+    let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+    let last = w as i128 - 1 - off;
+    let hi = if last < 0 { 0 } else { last / s + 1 };
+    let clamp = |v: i128| usize::try_from(v.min(ow as i128)).unwrap_or(0);
+    let lo = clamp(lo);
+    (lo, clamp(hi).max(lo))
 }
 
 /// Where each kernel tap reads: its offsets from an output position's origin in the input and

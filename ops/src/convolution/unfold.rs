@@ -1,7 +1,7 @@
 //! `unfold` and `fold`: im2col and its adjoint as public ops, as PyTorch's
 //! `torch.nn.functional.unfold` and `fold`.
 
-use autograd_core::{ensure, Result, Tensor};
+use autograd_core::{bail, ensure, Result, Tensor};
 
 use super::geometry::{
     ensure_f32, ensure_positive, ensure_rank, output_extents, resolve_padding, Geom,
@@ -27,12 +27,21 @@ fn windows(
     let [n, c, h, w] = dims;
     let (pad, total) = resolve_padding(op, padding, kernel, stride, dilation)?;
     let [oh, ow] = output_extents(op, [h, w], total, kernel, (stride, dilation))?;
-    Ok(Geom {
+    let rows = c
+        .checked_mul(kernel[0])
+        .and_then(|r| r.checked_mul(kernel[1]));
+    let Some(rows) = rows else {
+        bail!(
+            Value,
+            "{op}: {c} channels of kernel {kernel:?} are too many rows to index"
+        );
+    };
+    Geom {
         n,
         c,
         h,
         w,
-        cout: c * kernel[0] * kernel[1],
+        cout: rows,
         kh: kernel[0],
         kw: kernel[1],
         stride,
@@ -41,7 +50,8 @@ fn windows(
         groups: 1,
         oh,
         ow,
-    })
+    }
+    .checked(op)
 }
 
 /// The sliding windows of `x` (`[N, C, H, W]`, Float32) as columns: `[N, C kH kW, L]` with
@@ -94,7 +104,12 @@ pub fn fold(
     ensure_f32("fold", "the columns", cols)?;
     ensure_rank("fold", "the columns [N, C kH kW, L]", cols, 3)?;
     let d = cols.dims();
-    let k = kernel[0] * kernel[1];
+    let Some(k) = kernel[0].checked_mul(kernel[1]) else {
+        bail!(
+            Value,
+            "fold: the kernel {kernel:?} has too many taps to index"
+        );
+    };
     ensure!(
         k > 0 && d[1].is_multiple_of(k),
         Value,

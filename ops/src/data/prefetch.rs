@@ -93,7 +93,8 @@ pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let capacity = capacity.max(1);
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            queue: VecDeque::with_capacity(capacity),
+            // grown as batches arrive: `capacity` is the caller's bound, not an allocation
+            queue: VecDeque::new(),
             closed: false,
             done: false,
             waiting: Waiting::default(),

@@ -5,17 +5,20 @@ use std::ops::Range;
 
 use autograd_core::{differentiable, ensure, Result, Tensor};
 
-use super::plane::{map_planes, Planes};
+use super::plane::{map_planes, per_output, Planes};
 
-/// PyTorch's adaptive window `o` of `output` over `input` elements.
+/// PyTorch's adaptive window `o` of `output` over `input` elements (in u128, where the
+/// products cannot overflow; the bounds are at most `input`).
 #[inline]
 fn window(o: usize, input: usize, output: usize) -> Range<usize> {
-    (o * input / output)..((o + 1) * input).div_ceil(output)
+    let (o, input, output) = (o as u128, input as u128, output as u128);
+    let bound = |v: u128| usize::try_from(v).unwrap_or(usize::MAX);
+    bound(o * input / output)..bound(((o + 1) * input).div_ceil(output))
 }
 
 /// The windows of every output coordinate along one axis.
-fn windows(input: usize, output: usize) -> Vec<Range<usize>> {
-    (0..output).map(|o| window(o, input, output)).collect()
+fn windows(input: usize, output: usize) -> Result<Vec<Range<usize>>> {
+    per_output(output, |o| window(o, input, output))
 }
 
 /// The windows of the rows and of the columns.
@@ -30,7 +33,13 @@ fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Windows)> {
         Value,
         "adaptive_avg_pool2d: the output size {size:?} and the input's last extents [{h}, {w}] must be positive"
     );
-    Ok((planes, (windows(h, size[0]), windows(w, size[1]))))
+    // the output's extents checked before anything is allocated for them
+    planes.layout(size)?;
+    if planes.count() == 0 {
+        // no plane reads a window: an empty batch gives an empty result of any size
+        return Ok((planes, (Vec::new(), Vec::new())));
+    }
+    Ok((planes, (windows(h, size[0])?, windows(w, size[1])?)))
 }
 
 /// The mean over adaptive windows of the last two axes of `x` (`[N, C, H, W]` or

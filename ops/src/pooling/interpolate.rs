@@ -4,7 +4,7 @@
 
 use autograd_core::{differentiable, ensure, Captured, Result, Tensor};
 
-use super::plane::{map_planes, Planes};
+use super::plane::{map_planes, per_output, Planes};
 
 /// How [`interpolate`] samples its input.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,32 +34,30 @@ struct Tap {
 
 /// PyTorch's `nearest_idx`: identity when the extents match, `o / 2` when doubling, else
 /// `min(floor(o * (in / out)), in - 1)` with the scale in f32.
-fn nearest(input: usize, output: usize) -> Vec<Tap> {
+fn nearest(input: usize, output: usize) -> Result<Vec<Tap>> {
     let scale = input as f32 / output as f32;
-    (0..output)
-        .map(|o| {
-            let i = if input == output {
-                o
-            } else if output == 2 * input {
-                o / 2
-            } else {
-                // non-negative and finite: the cast floors
-                ((o as f32 * scale).floor() as usize).min(input - 1)
-            };
-            Tap {
-                i0: i,
-                i1: i,
-                w0: 1.0,
-                w1: 0.0,
-            }
-        })
-        .collect()
+    per_output(output, |o| {
+        let i = if input == output {
+            o
+        } else if input.checked_mul(2) == Some(output) {
+            o / 2
+        } else {
+            // non-negative and finite: the cast floors
+            ((o as f32 * scale).floor() as usize).min(input - 1)
+        };
+        Tap {
+            i0: i,
+            i1: i,
+            w0: 1.0,
+            w1: 0.0,
+        }
+    })
 }
 
 /// PyTorch's linear source index and weights (`area_pixel_compute_source_index` and
 /// `compute_indices_weights_linear`): `scale o` with aligned corners (scale `(in - 1) /
 /// (out - 1)`, 0 for one output), else `max(scale (o + 0.5) - 0.5, 0)` (scale `in / out`).
-fn linear(input: usize, output: usize, align_corners: bool) -> Vec<Tap> {
+fn linear(input: usize, output: usize, align_corners: bool) -> Result<Vec<Tap>> {
     let scale = if align_corners {
         if output > 1 {
             (input - 1) as f32 / (output - 1) as f32
@@ -69,25 +67,23 @@ fn linear(input: usize, output: usize, align_corners: bool) -> Vec<Tap> {
     } else {
         input as f32 / output as f32
     };
-    (0..output)
-        .map(|o| {
-            let src = if align_corners {
-                scale * o as f32
-            } else {
-                (scale * (o as f32 + 0.5) - 0.5).max(0.0)
-            };
-            // non-negative: the cast floors
-            let i0 = (src as usize).min(input - 1);
-            let i1 = if i0 + 1 < input { i0 + 1 } else { i0 };
-            let w1 = (src - i0 as f32).clamp(0.0, 1.0);
-            Tap {
-                i0,
-                i1,
-                w0: 1.0 - w1,
-                w1,
-            }
-        })
-        .collect()
+    per_output(output, |o| {
+        let src = if align_corners {
+            scale * o as f32
+        } else {
+            (scale * (o as f32 + 0.5) - 0.5).max(0.0)
+        };
+        // non-negative: the cast floors
+        let i0 = (src as usize).min(input - 1);
+        let i1 = if i0 + 1 < input { i0 + 1 } else { i0 };
+        let w1 = (src - i0 as f32).clamp(0.0, 1.0);
+        Tap {
+            i0,
+            i1,
+            w0: 1.0 - w1,
+            w1,
+        }
+    })
 }
 
 /// The taps of both axes for `mode`, after checking `x` and `size`.
@@ -107,7 +103,13 @@ fn geometry(
         Interpolation::Nearest => nearest(input, output),
         Interpolation::Bilinear { align_corners } => linear(input, output, align_corners),
     };
-    Ok((planes, axis(h, size[0]), axis(w, size[1])))
+    // the output's extents checked before anything is allocated for them
+    planes.layout(size)?;
+    if planes.count() == 0 {
+        // no plane reads a tap: an empty batch gives an empty result of any size
+        return Ok((planes, Vec::new(), Vec::new()));
+    }
+    Ok((planes, axis(h, size[0])?, axis(w, size[1])?))
 }
 
 /// Resizes the last two axes of `x` (`[N, C, H, W]` or `[C, H, W]`, Float32) to `size`
@@ -163,7 +165,7 @@ pub fn interpolate(x: &Tensor, size: [usize; 2], mode: Interpolation) -> Result<
     let (planes, rows, cols) = geometry(x, size, mode)?;
     let width = planes.hw[1];
     let sizes = (planes.hw[0] * width, size[0] * size[1]);
-    let work = 4 * planes.count() * sizes.1;
+    let work = planes.count().saturating_mul(sizes.1).saturating_mul(4);
     map_planes(x, planes.layout(size)?, sizes, work, |xp, out| {
         for (r, th) in rows.iter().enumerate() {
             let (top, bottom) = (&xp[th.i0 * width..], &xp[th.i1 * width..]);

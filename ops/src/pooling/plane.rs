@@ -51,6 +51,14 @@ impl Planes {
     }
 }
 
+/// `f(o)` for each of the `output` coordinates of an axis, in fallibly allocated memory (an
+/// output extent is the caller's choice: one too large is an error, not an abort).
+pub(crate) fn per_output<T>(output: usize, f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut all = kernel::alloc::with_capacity(output)?;
+    all.extend((0..output).map(f));
+    Ok(all)
+}
+
 /// `f(p, plane p of out)` for every plane of `out_plane` elements, on the kernel threads when
 /// `work` (elements touched) is large.
 pub(crate) fn each_plane<U: Send>(
