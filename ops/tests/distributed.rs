@@ -318,6 +318,66 @@ fn backward_step_equals_backward_then_step(world: &World) -> Check {
     Ok(())
 }
 
+/// An optimizer that, in each step, formats its `Ddp` and then calls a collective, which no
+/// other rank is calling at that point.
+struct Meddling<'a, 'w> {
+    inner: Sgd,
+    ddp: &'a Ddp<'w, Net>,
+}
+
+impl Optimizer for Meddling<'_, '_> {
+    fn params(&self) -> &[Tensor] {
+        self.inner.params()
+    }
+    fn step_with(&mut self, grads: &[Option<Tensor>]) -> autograd_core::Result<()> {
+        // readable while the Ddp averages
+        let _ = format!("{:?} {}", self.ddp, self.ddp.bucket_count());
+        self.ddp
+            .world()
+            .all_reduce(&Tensor::scalar(1.0), ReduceOp::Sum)?;
+        self.inner.step_with(grads)
+    }
+    fn lr(&self) -> f32 {
+        self.inner.lr()
+    }
+    fn set_lr(&mut self, lr: f32) -> autograd_core::Result<()> {
+        self.inner.set_lr(lr)
+    }
+    fn steps_each_parameter_apart(&self) -> bool {
+        true
+    }
+}
+
+fn a_collective_from_a_step_inside_backward_step_is_refused(world: &World) -> Check {
+    let (odd, x, y, ddp) = tri!(one_rank_fails(world, 2));
+    let loss = tri!(ddp.module().loss(&x, &y));
+    let r = if world.rank() == odd {
+        let inner = tri!(sgd(ddp.module().parameters()));
+        ddp.backward_step(&loss, &mut Meddling { inner, ddp: &ddp })
+    } else {
+        ddp.backward_step(&loss, &mut tri!(sgd(ddp.module().parameters())))
+    };
+    let why = if world.rank() == odd {
+        "World::all_reduce was called on rank"
+    } else {
+        "failed on rank"
+    };
+    check!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains(why)),
+        "rank {} got {r:?} while rank {odd}'s optimizer called a collective",
+        world.rank()
+    );
+    // the refused collective sent nothing: the ranks are still in step
+    let rank = tri!(Tensor::from_vec(vec![world.rank() as f64], shape![1]));
+    let sum = tri!(tri!(world.all_reduce(&rank, ReduceOp::Sum)).to_vec::<f64>());
+    let n = world.size() as f64;
+    check!(
+        sum == [n * (n - 1.0) / 2.0],
+        "a sum after the refused collective: {sum:?}"
+    );
+    Ok(())
+}
+
 /// The setting of a check in which the last rank (`odd`) fails: this rank's share of batch
 /// `step` and a `Ddp` of several buckets.
 fn one_rank_fails(
@@ -1252,7 +1312,7 @@ fn the_world_is_initialised_once(_: &World) -> Check {
 
 type Named = (&'static str, fn(&World) -> Check);
 
-const CHECKS: [Named; 21] = [
+const CHECKS: [Named; 22] = [
     (
         "the_world_is_initialised_once",
         the_world_is_initialised_once,
@@ -1280,6 +1340,10 @@ const CHECKS: [Named; 21] = [
     (
         "backward_step_refuses_an_optimizer_of_other_parameters",
         backward_step_refuses_an_optimizer_of_other_parameters,
+    ),
+    (
+        "a_collective_from_a_step_inside_backward_step_is_refused",
+        a_collective_from_a_step_inside_backward_step_is_refused,
     ),
     (
         "tied_parameters_average_and_step_once",

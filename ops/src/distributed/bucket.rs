@@ -117,11 +117,6 @@ impl Buckets {
         }
     }
 
-    /// How many buckets there are.
-    pub(crate) fn len(&self) -> usize {
-        self.plan.len()
-    }
-
     /// Sums `grads` (one per planned gradient, `None` where this rank has none) across ranks
     /// and calls `write(i, at, sums)` with the sums of elements `at..at + sums.len()` of each
     /// gradient that some rank had (in logical order, a rank without one counted zeros; a

@@ -4,6 +4,7 @@
 //! agrees on the operation, dtype and shape across ranks (see [`super::agreement`]), so a rank
 //! that disagrees makes the call fail on every rank instead of hanging or mixing bytes.
 
+use autograd_core::kernel::alloc;
 use autograd_core::{bail, ensure, DType, Element, Result, Tensor};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
@@ -135,14 +136,14 @@ fn agree_on(world: &World, code: u64, t: &Tensor, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// `t`'s values, once every rank has read its own: a rank whose read fails (out of memory)
-/// makes every rank's call fail, instead of leaving the others in the collective.
-fn read<T: Wire>(world: &World, t: &Tensor, what: &str) -> Result<Vec<T>> {
-    all_succeeded(
-        world,
-        t.values::<T>(),
-        &format!("reading the tensor to {what}"),
-    )
+/// `t`'s values and a zeroed buffer of `room` elements for the result, once every rank has
+/// both: a rank that runs out of memory for either makes every rank's call fail, instead of
+/// leaving the others in the collective.
+fn read<T: Wire>(world: &World, t: &Tensor, what: &str, room: usize) -> Result<(Vec<T>, Vec<T>)> {
+    let local = t
+        .values::<T>()
+        .and_then(|values| Ok((values, alloc::filled(room, T::default())?)));
+    all_succeeded(world, local, &format!("reading the tensor to {what}"))
 }
 
 /// Checks that a message of `n` elements fits one MPI call.
@@ -163,6 +164,7 @@ impl World {
     /// differ. [`ReduceOp::Mean`] of Int64 is `Error::Type`.
     pub fn all_reduce(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
         let what = "all_reduce";
+        let _running = self.enter("World::all_reduce")?;
         agree_on(self, op_code(op), t, what)?;
         ensure!(
             !(op == ReduceOp::Mean && *t.dtype() == DType::Int64),
@@ -178,8 +180,7 @@ impl World {
     }
 
     fn all_reduce_as<T: Wire>(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor> {
-        let send = read::<T>(self, t, "all_reduce")?;
-        let mut recv = vec![T::default(); send.len()];
+        let (send, mut recv) = read::<T>(self, t, "all_reduce", t.size())?;
         match op {
             ReduceOp::Sum | ReduceOp::Mean => self.all_reduce_sum_into(&send[..], &mut recv[..]),
             ReduceOp::Max => self.all_reduce_into(&send[..], &mut recv[..], SystemOperation::max()),
@@ -198,6 +199,7 @@ impl World {
     /// `root`; otherwise every rank gets `Error::Value`.
     pub fn broadcast(&self, t: &Tensor, root: usize) -> Result<Tensor> {
         let what = "broadcast";
+        let _running = self.enter("World::broadcast")?;
         agree_on(self, BROADCAST.saturating_add(root as u64), t, what)?;
         ensure!(
             root < self.size(),
@@ -214,15 +216,13 @@ impl World {
     }
 
     fn broadcast_as<T: Wire>(&self, t: &Tensor, root: usize) -> Result<Tensor> {
-        let read = if self.rank() == root {
+        // the root's values, or room for them
+        let local = if self.rank() == root {
             t.values::<T>()
         } else {
-            Ok(Vec::new())
+            alloc::filled(t.size(), T::default())
         };
-        let mut buf = all_succeeded(self, read, "reading the tensor to broadcast")?;
-        if self.rank() != root {
-            buf = vec![T::default(); t.size()];
-        }
+        let mut buf = all_succeeded(self, local, "reading the tensor to broadcast")?;
         // root < size, which is a C int
         self.comm()
             .process_at_rank(root as i32)
@@ -235,6 +235,7 @@ impl World {
     /// and shape; otherwise every rank gets `Error::Value`.
     pub fn all_gather(&self, t: &Tensor) -> Result<Tensor> {
         let what = "all_gather";
+        let _running = self.enter("World::all_gather")?;
         agree_on(self, ALL_GATHER, t, what)?;
         fits(t.size().checked_mul(self.size()), what)?;
         match t.dtype() {
@@ -245,8 +246,8 @@ impl World {
     }
 
     fn all_gather_as<T: Wire>(&self, t: &Tensor) -> Result<Tensor> {
-        let send = read::<T>(self, t, "all_gather")?;
-        let mut recv = vec![T::default(); send.len() * self.size()];
+        // `all_gather` checked that the product fits
+        let (send, mut recv) = read::<T>(self, t, "all_gather", t.size() * self.size())?;
         self.comm().all_gather_into(&send[..], &mut recv[..]);
         let mut dims = vec![self.size()];
         dims.extend(t.dims());

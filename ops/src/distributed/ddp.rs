@@ -72,6 +72,8 @@ pub struct Ddp<'w, M: Module> {
     params: Vec<Tensor>,
     /// Their buckets' buffers, reused by every averaging (a `Ddp` stays on one thread).
     buckets: RefCell<Buckets>,
+    /// How many buckets there are (readable while they are borrowed, during an averaging).
+    bucket_count: usize,
     bucket_bytes: usize,
     /// Whether `backward` averages (false inside [`Ddp::no_sync`]).
     sync: bool,
@@ -100,6 +102,7 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// ranks that differ from rank 0. Then rank 0's parameters and buffers are copied in place
     /// into the other ranks' modules.
     pub fn new(world: &'w World, module: M, options: DdpOptions) -> Result<Self> {
+        let _running = world.enter("Ddp::new")?;
         fingerprint::check(world, &module, options.bucket_bytes)?;
         // the same verdict everywhere: the ranks agreed on bucket_bytes
         ensure!(
@@ -121,6 +124,7 @@ impl<'w, M: Module> Ddp<'w, M> {
             world,
             module,
             params,
+            bucket_count: plan.len(),
             buckets: RefCell::new(Buckets::new(plan)),
             bucket_bytes: options.bucket_bytes,
             sync: true,
@@ -149,7 +153,7 @@ impl<'w, M: Module> Ddp<'w, M> {
 
     /// How many gradient buckets one averaging sends.
     pub fn bucket_count(&self) -> usize {
-        self.buckets.borrow().len()
+        self.bucket_count
     }
 
     /// Runs `loss.backward()`, then (outside [`Ddp::no_sync`]) averages every parameter's
@@ -277,6 +281,8 @@ impl<'w, M: Module> Ddp<'w, M> {
         mut averaged: impl FnMut(usize) -> Result<()>,
         finish: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        // held while the optimizer steps, so that a collective it calls is refused
+        let _running = self.world.enter("Ddp's gradient averaging")?;
         let mut failed = failed;
         let grads: Vec<Option<Tensor>> = self
             .params
@@ -332,6 +338,7 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// ranks: written in place where it is one CPU subtensor with a slot per element, else the
     /// tensor is replaced by a fresh one laid out like it.
     pub fn average_grads(&self, grads: &mut [Tensor]) -> Result<()> {
+        let _running = self.world.enter("Ddp::average_grads")?;
         let hash = grads
             .iter()
             .fold(Fnv::new(), |h, g| {
@@ -388,6 +395,7 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// every rank: every rank calls it, and returns once the file is complete. A failed save is
     /// an error on every rank.
     pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let _running = self.world.enter("Ddp::save")?;
         let saved = if self.world.rank() == 0 {
             self.module.save(path)
         } else {
@@ -401,6 +409,7 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// gets an error and no module changes. A read failing after the checks (a disk error) is
     /// an error on every rank too, and leaves that rank's module partly loaded.
     pub fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let _running = self.world.enter("Ddp::load")?;
         let checked = crate::persist::check_load(
             &self.module,
             path.as_ref(),

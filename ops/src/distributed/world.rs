@@ -35,6 +35,8 @@ pub struct World {
     one_machine: bool,
     /// Whether sums may go through that shared memory ([`World::use_shared_memory`]).
     use_shared: Cell<bool>,
+    /// The collective this rank is inside, if any ([`World::enter`]).
+    running: Cell<Option<&'static str>>,
     /// Keeps `World` on the thread that initialised MPI.
     _funneled: PhantomData<*const ()>,
 }
@@ -78,6 +80,7 @@ impl World {
             threading,
             one_machine,
             use_shared: Cell::new(true),
+            running: Cell::new(None),
             _funneled: PhantomData,
         })
     }
@@ -98,7 +101,9 @@ impl World {
         self.size()
     }
 
-    /// Waits until every process has called `barrier`.
+    /// Waits until every process has called `barrier`. Like every collective, not to be
+    /// called from an optimizer that [`Ddp::backward_step`](super::Ddp::backward_step) steps
+    /// while it averages (the collectives that return a `Result` refuse that).
     pub fn barrier(&self) {
         self.comm.barrier();
     }
@@ -118,6 +123,7 @@ impl World {
     /// takes, or a comparison). Every rank calls it with the same value; otherwise every rank
     /// gets `Error::Value` and nothing changes.
     pub fn use_shared_memory(&self, on: bool) -> Result<()> {
+        let _running = self.enter("World::use_shared_memory")?;
         agree(
             self,
             &[u64::from(on)],
@@ -130,6 +136,22 @@ impl World {
             self.shared.replace(None);
         }
         Ok(())
+    }
+
+    /// Enters collective `what` on this rank until the guard drops, or refuses it with
+    /// `Error::Runtime` (nothing sent, nothing changed) while another collective runs here.
+    /// That happens to an optimizer which [`Ddp::backward_step`](super::Ddp::backward_step)
+    /// steps while it averages: the other ranks are inside that averaging, so a collective
+    /// called from the step would wait for them forever or mix its messages with theirs.
+    pub(crate) fn enter(&self, what: &'static str) -> Result<Running<'_>> {
+        if let Some(running) = self.running.get() {
+            return Err(Error::Runtime(format!(
+                "{what} was called on rank {} while {running} ran there (from an optimizer it steps?): every rank calls a collective at the same point of its program",
+                self.rank()
+            )));
+        }
+        self.running.set(Some(what));
+        Ok(Running(self))
     }
 
     /// The world communicator the collectives run on.
@@ -205,5 +227,14 @@ impl World {
             root.reduce_into(send, op);
         }
         root.broadcast_into(recv);
+    }
+}
+
+/// This rank's place inside a collective ([`World::enter`]), left when dropped.
+pub(crate) struct Running<'a>(&'a World);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.set(None);
     }
 }
