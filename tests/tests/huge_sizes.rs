@@ -494,6 +494,47 @@ fn probes() -> Vec<(String, Box<dyn Fn() -> Check>)> {
         }),
     );
     add(
+        "conv_with_strides_past_every_extent",
+        Box::new(|| {
+            // one output along the strided axis: a stride of any size never steps
+            let w = Tensor::zeros(shape![1, 1, 1, 1], &DType::Float32)?;
+            let x = Tensor::ones(shape![1, 1, 4, 4], &DType::Float32)?;
+            let tall = ops::Conv2dOptions::new().stride([1 << 62, 1]);
+            ok_dims(ops::conv2d(&x, &w, None, &tall), &[1, 1, 1, 4])?;
+            let one = Tensor::ones(shape![1, 1, 1, 1], &DType::Float32)?;
+            let padded = ops::Conv2dOptions::new()
+                .padding(ops::Padding::Explicit([(1 << 32) - 1; 2]))
+                .stride([1 << 33; 2]);
+            ok_dims(ops::conv2d(&one, &w, None, &padded), &[1, 1, 1, 1])?;
+            // a channels-last input read where it lies, too large a plane for a bordered copy
+            let nhwc =
+                Tensor::ones(shape![1, 200, 200, 4], &DType::Float32)?.permute(&[0, 3, 1, 2])?;
+            let w4 = Tensor::ones(shape![1, 4, 1, 1], &DType::Float32)?;
+            let wide = ops::Conv2dOptions::new().stride([1, 1 << 62]);
+            let y = ops::conv2d(&nhwc, &w4, None, &wide)?;
+            ok_dims(Ok(y.clone()), &[1, 1, 200, 1])?;
+            expect(
+                y.values::<f32>()?.iter().all(|&v| v == 4.0),
+                "each output sums four channels of ones",
+            )?;
+            let input_one_row = Tensor::ones(shape![1, 1, 1, 3], &DType::Float32)?;
+            let up = ops::ConvTranspose2dOptions::new().stride([1 << 62, 1]);
+            ok_dims(
+                ops::conv_transpose2d(&input_one_row, &w, None, &up),
+                &[1, 1, 1, 3],
+            )
+        }),
+    );
+    add(
+        "conv2d_whose_geometry_alone_is_past_isize",
+        Box::new(move || {
+            // every extent passes on its own; the output's element count does not
+            let x = Tensor::zeros(shape![1, 1, 2, 2], &DType::Float32)?;
+            let w = Tensor::zeros(shape![1, 1, 1, 1], &DType::Float32)?;
+            value_error(ops::conv2d(&x, &w, None, &padded(1 << 31)))
+        }),
+    );
+    add(
         "flash_causal_attention_qkv_with_heads_past_usize",
         Box::new(|| {
             let qkv = Tensor::zeros(shape![1, 1, 3], &DType::Float32)?;
@@ -511,7 +552,17 @@ fn probes() -> Vec<(String, Box<dyn Fn() -> Check>)> {
             // the leading axis, the last axis, and extents whose product overflows
             value_error(ops::pad(&a, &[0i64, 0, 1 << 62, 0], constant))?;
             value_error(ops::pad(&a, &[1i64 << 61, 1 << 61], constant))?;
-            value_error(ops::pad(&a, &[1i64 << 62, 0, 1 << 62, 0], constant))
+            value_error(ops::pad(&a, &[1i64 << 62, 0, 1 << 62, 0], constant))?;
+            // an empty result of any extents is had, and so is its gradient
+            let e = empty(&[0, 1]);
+            let y = ops::pad(&e, &[1i64 << 40, 0], constant)?;
+            ok_dims(Ok(y.clone()), &[0, (1 << 40) + 1])?;
+            ok_dims(
+                ops::pad(&empty(&[1, 0]), &[0i64, 0, 1 << 40, 0], constant),
+                &[(1 << 40) + 1, 0],
+            )?;
+            ops::sum(&y)?.backward()?;
+            ok_dims(e.grad()?.ok_or("no gradient")?.contiguous(), &[0, 1])
         }),
     );
     add(
@@ -563,6 +614,30 @@ fn probes() -> Vec<(String, Box<dyn Fn() -> Check>)> {
             // 2^62 positions cannot be had; 2^64 cannot be counted
             value_error(put(1 << 31))?;
             value_error(put(1 << 32))
+        }),
+    );
+    add(
+        "flip_huge",
+        Box::new(|| value_error(ops::flip(&huge(&[H]), &[0]))),
+    );
+    add(
+        "repeat_interleave_huge",
+        Box::new(|| {
+            value_error(ops::repeat_interleave(&huge(&[H]), 2, 0))?;
+            let one = Tensor::from_vec(vec![2i64], shape![1])?;
+            value_error(ops::repeat_interleave(&huge(&[H]), &one, 0))
+        }),
+    );
+    add(
+        "attention_with_a_mask_of_rows_past_usize",
+        Box::new(|| {
+            // 8 queries of 2^62 keys: a row mask repeated along the keys has 2^65 entries
+            let q = Tensor::zeros(shape![1, 1, 8, 1], &DType::Float32)?;
+            let kv = huge(&[1, 1, 1 << 62, 1]);
+            let mask = Tensor::from_vec(vec![true], shape![1, 1, 1, 1])?
+                .broadcast_to(&[1usize, 1, 8, 1])?;
+            let options = ops::AttentionOptions::new().mask(ops::AttentionMask::Attend(mask));
+            value_error(ops::scaled_dot_product_attention(&q, &kv, &kv, &options))
         }),
     );
     add(

@@ -76,9 +76,10 @@ impl PadMode {
 ///
 /// `Error::Value` for an odd number of pads or more pairs than axes, a result extent below
 /// zero, a reflect pad not below its axis's extent, a circular pad beyond what cropping leaves
-/// of it, or a replicate
-/// pad of an empty axis (each naming the sizes); `Error::Type` for a constant that does not
-/// fit the dtype. The gradient reaches every input element each output element was read from.
+/// of it, a replicate pad of an empty axis, or a result too large to index or to plan (each
+/// naming the sizes; an empty result of any extents is had); `Error::Type` for a constant
+/// that does not fit the dtype. The gradient reaches every input element each output element
+/// was read from.
 ///
 /// ```
 /// use autograd_core::ops::{pad, PadMode};
@@ -188,6 +189,15 @@ impl RowPlan {
             (Some(&n), Some(&m), Some(&pair)) => (n, m, pair),
             _ => (1, 1, (0, 0)),
         };
+        if out.contains(&0) {
+            // no output element reads anything: an empty result of any extents
+            return Ok(RowPlan {
+                rows: Vec::new(),
+                width: (n, m),
+                middle: (0, 0, 0),
+                edges: Vec::new(),
+            });
+        }
         // the source of each coordinate of each leading axis
         let maps: Vec<Vec<Option<usize>>> = lead_out
             .iter()

@@ -9,6 +9,7 @@ use super::view::reshape;
 use super::view_axes::narrow;
 use crate::error::{ensure, Result};
 use crate::layout::axis::{resolve_axes, Axis, IntList, OptionalAxis};
+use crate::storage::allocation::{filled, resize, with_capacity};
 use crate::{shape, Tensor};
 
 /// `a` repeated `sizes[i]` times along each axis `i`, as PyTorch's `Tensor.repeat`: `sizes`
@@ -82,7 +83,9 @@ pub fn flip(a: &Tensor, axes: impl IntList) -> Result<Tensor> {
     let mut out = a.clone();
     for axis in resolve_axes("flip", axes, dims.len())? {
         let n = dims[axis];
-        let reversed: Vec<i64> = (0..n as i64).rev().collect();
+        // as long as the axis, which may be a broadcast one of any extent
+        let mut reversed = with_capacity(n)?;
+        reversed.extend((0..n as i64).rev());
         out = index_select(&out, axis, &Tensor::from_vec(reversed, shape![n])?)?;
     }
     Ok(out)
@@ -189,7 +192,7 @@ pub fn repeat_interleave<'a>(
     };
     let n = x.dims()[axis];
     let counts: Vec<i64> = match repeats.into() {
-        Repeats::Each(c) => vec![c; n],
+        Repeats::Each(c) => filled(n, c)?,
         Repeats::Counts(t) => {
             ensure!(
                 t.dims().len() <= 1,
@@ -199,7 +202,7 @@ pub fn repeat_interleave<'a>(
             );
             let c = super::index::index_values("repeat_interleave", t)?;
             match c.len() {
-                1 => vec![c[0]; n],
+                1 => filled(n, c[0])?,
                 m if m == n => c,
                 m => crate::bail!(
                     Value,
@@ -218,7 +221,7 @@ pub fn repeat_interleave<'a>(
             );
         };
         let to = picks.len().saturating_add(c);
-        crate::storage::allocation::resize(&mut picks, to, k as i64)?;
+        resize(&mut picks, to, k as i64)?;
     }
     let len = picks.len();
     index_select(&x, axis, &Tensor::from_vec(picks, shape![len])?)

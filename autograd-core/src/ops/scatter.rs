@@ -187,7 +187,8 @@ fn alpha_of(dtype: &DType, alpha: f64) -> Result<Scalar> {
 /// The gradient: `a` receives the cotangent, with the written positions zeroed unless
 /// accumulating; `values` the cotangent at each value's target (summed over broadcast copies).
 /// `Error::Value` for no indices or more than `a` has axes, index shapes that do not
-/// broadcast, an index out of range or values that do not broadcast (naming the shapes);
+/// broadcast or broadcast to more positions than can be indexed or allocated, an index out of
+/// range or values that do not broadcast (naming the shapes);
 /// `Error::Type` for non-integer indices, dtypes that differ, or accumulating Bool.
 ///
 /// ```

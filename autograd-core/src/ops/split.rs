@@ -76,7 +76,8 @@ pub fn split(a: &Tensor, sizes: impl IntList, dim: impl Into<Axis>) -> Result<Ve
 /// fewer than `chunks` (`chunk(&x, 4, 0)` on 10 rows gives 3, 3, 3, 1, on 6 rows 2, 2, 2). An
 /// empty axis gives `chunks` empty pieces.
 ///
-/// `Error::Value` when `chunks` is 0 or `dim` is out of range.
+/// `Error::Value` when `chunks` is 0, `dim` is out of range, or an empty axis is asked for
+/// more pieces than can be allocated.
 ///
 /// ```
 /// use autograd_core::{ops, shape, Tensor};

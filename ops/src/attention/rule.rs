@@ -150,7 +150,13 @@ impl Bias {
             source
         } else {
             // one value per row, repeated along the keys
-            let mut v = autograd_core::kernel::alloc::with_capacity(rows * tk)?;
+            let Some(all) = rows.checked_mul(tk) else {
+                bail!(
+                    Value,
+                    "{op}: a mask of {rows} rows of {tk} keys is too large to index"
+                );
+            };
+            let mut v = autograd_core::kernel::alloc::with_capacity(all)?;
             for x in source {
                 v.extend(std::iter::repeat_n(x, tk));
             }

@@ -87,8 +87,9 @@ fn conv2d_geometry(x: &Tensor, w: &Tensor, options: &Conv2dOptions) -> Result<Ge
 ///
 /// Errors: a dtype other than Float32 (`Error::Type`); wrong ranks, channels not divisible by
 /// `groups` or not matching the weight, a bias of another shape, a zero stride, dilation or
-/// group count, [`Padding::Same`] with a stride above 1, or a kernel larger than the padded
-/// input (`Error::Value`, with the sizes in the message).
+/// group count, [`Padding::Same`] with a stride above 1, a kernel larger than the padded
+/// input, or sizes whose products or padded extents do not fit an `isize` (`Error::Value`,
+/// with the sizes in the message).
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};
@@ -161,8 +162,8 @@ pub fn conv1d(
 ///
 /// Errors: a dtype other than Float32 (`Error::Type`); wrong ranks, channels not divisible by
 /// `groups` or not matching the weight, a bias of another shape, a zero stride, dilation or
-/// group count, an output padding not below the stride or the dilation, or an empty output
-/// (`Error::Value`).
+/// group count, an output padding not below the stride or the dilation, an empty output, or
+/// sizes whose products or padded extents do not fit an `isize` (`Error::Value`).
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};

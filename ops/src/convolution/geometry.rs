@@ -66,9 +66,10 @@ impl Geom {
     }
 
     /// `self`, once every size the kernels derive from it fits an `isize` (`Error::Value`
-    /// naming `op` otherwise): the input's, output's, weight's and columns' element counts,
-    /// and the reach of the last window into the padded input, so that the kernels' products
-    /// and signed coordinates need no checks of their own.
+    /// naming `op` otherwise): the input's, output's and columns' element counts, and the
+    /// reach of the last window into the padded input. The kernels' counts and signed
+    /// coordinates are products and sums of these; a stride enters a product only where an
+    /// axis has two outputs or more, and is then below the padded extent.
     pub fn checked(self, op: &str) -> Result<Geom> {
         // with every factor at least 1, every partial product the kernels take fits too
         let product = |xs: &[usize]| xs.iter().try_fold(1usize, |a, &b| a.checked_mul(b.max(1)));
@@ -81,13 +82,11 @@ impl Geom {
         let sizes = [
             product(&[self.n, self.c, self.h, self.w]),
             product(&[self.n, self.cout, self.oh, self.ow]),
-            product(&[self.cout, self.cin_g(), self.kh, self.kw]),
             product(&[self.n, self.c, self.kh, self.kw, self.oh, self.ow]),
             reach(self.oh, self.stride[0], self.kh, self.dil[0]),
             reach(self.ow, self.stride[1], self.kw, self.dil[1]),
             self.h.checked_add(self.pad[0]),
             self.w.checked_add(self.pad[1]),
-            Some(self.stride[0].max(self.stride[1])),
         ];
         ensure!(
             sizes.iter().all(|s| s.is_some_and(|s| isize::try_from(s).is_ok())),

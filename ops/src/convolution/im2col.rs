@@ -116,7 +116,19 @@ impl Border {
         // the rows (columns) the last tap of the last output reads, and the input's own
         let hp = ((g.oh - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1).max(g.pad[0] + g.h);
         let wp = ((g.ow - 1) * g.stride[1] + (g.kw - 1) * g.dil[1] + 1).max(g.pad[1] + g.w);
-        (hp * wp <= BORDERED_MAX).then_some(Border { hp, wp })
+        let small = hp.checked_mul(wp).is_some_and(|n| n <= BORDERED_MAX);
+        small.then_some(Border { hp, wp })
+    }
+
+    /// How far apart in the bordered plane output rows start: `stride wp` (an output of one
+    /// row never steps, and its stride may be any size).
+    fn row_step(&self, g: &Geom) -> usize {
+        if g.oh > 1 {
+            // (oh - 1) stride < hp, so the step is within the plane
+            g.stride[0] * self.wp
+        } else {
+            0
+        }
     }
 
     /// Where in the bordered plane each tap's first output row starts reading (taps
@@ -264,7 +276,7 @@ impl<'v, 'a> Unfolder<'v, 'a> {
     ) {
         let g = &self.windows.g;
         let [sn, sc, sh, sw] = self.x.strides;
-        let (k, l, row_step) = (g.k(), g.l(), g.stride[0] * border.wp);
+        let (k, l, row_step) = (g.k(), g.l(), border.row_step(g));
         let line = Run::<0> { len: g.w, step: sw };
         // the border stays zero: only the interior is written, channel after channel
         let mut plane = vec![0.0f32; border.hp * border.wp];
@@ -298,7 +310,9 @@ fn window_row(x: &View<'_>, img: usize, r: usize, g: &Geom, taps: &[Tap], out: &
     out[y1 * g.ow..].fill(0.0);
     let base = x.offset + img * sn + (r / g.k()) * sc;
     let x0 = ((lo * g.stride[1]) as isize + tap.off_x).unsigned_abs();
-    let step = g.stride[1] * sw;
+    // (hi - lo - 1) stride < w where a row has two outputs or more: a real step; a row of one
+    // output never steps, and its stride may be any size
+    let step = if hi - lo > 1 { g.stride[1] * sw } else { 1 };
     for oy in y0..y1 {
         let line = &mut out[oy * g.ow..(oy + 1) * g.ow];
         line[..lo].fill(0.0);
@@ -374,7 +388,7 @@ impl Folder {
         if plane == 0 {
             return;
         }
-        let (row_step, line) = (g.stride[0] * border.wp, Run::<0> { len: g.w, step: 1 });
+        let (row_step, line) = (border.row_step(g), Run::<0> { len: g.w, step: 1 });
         let mut acc = vec![0.0f32; border.hp * border.wp];
         for (block, channel) in cols.chunks_exact(k * l).zip(img.chunks_exact_mut(plane)) {
             acc.fill(0.0);

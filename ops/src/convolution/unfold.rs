@@ -59,7 +59,8 @@ fn windows(
 /// `unfold` (im2col). `options` gives stride, padding and dilation; `groups` must be 1.
 ///
 /// Errors: a dtype other than Float32 (`Error::Type`); a rank other than 4, a zero stride or
-/// dilation, `groups` other than 1 or a kernel larger than the padded input (`Error::Value`).
+/// dilation, `groups` other than 1, a kernel larger than the padded input, or columns or a
+/// padded input too large to index (`Error::Value`).
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};
@@ -82,9 +83,9 @@ pub fn unfold(x: &Tensor, kernel: [usize; 2], options: &Conv2dOptions) -> Result
 /// images `[N, C, output[0], output[1]]`, overlapping windows adding up, as PyTorch's `fold`
 /// (col2im).
 ///
-/// Errors: a dtype other than Float32 (`Error::Type`); a rank other than 3, a column count not
-/// divisible by `kH kW`, an `L` other than the number of windows of `output`, or the errors of
-/// [`unfold`] (`Error::Value`).
+/// Errors: a dtype other than Float32 (`Error::Type`); a rank other than 3, a kernel of more
+/// taps than fit a `usize`, a column count not divisible by `kH kW`, an `L` other than the
+/// number of windows of `output`, or the errors of [`unfold`] (`Error::Value`).
 ///
 /// ```
 /// use autograd_core::{shape, Tensor};

@@ -184,7 +184,8 @@ impl<'w, M: Module> Ddp<'w, M> {
     /// [`Ddp::backward`], with nothing stepped. Clipping by the global norm needs every mean
     /// before any step: use `backward`, `clip_grad_norm` and `opt.step()` for it. A step that
     /// fails after the optimizer's checks (a carrier class refusing a write) is an error on
-    /// every rank, and leaves the parameters stepped before it stepped.
+    /// every rank, and leaves the parameters stepped before it stepped; so is a collective
+    /// that `opt`'s step calls, which is refused (`Error::Runtime` on that rank).
     pub fn backward_step<O: Optimizer + ?Sized>(&self, loss: &Tensor, opt: &mut O) -> Result<()> {
         let slots = match self.optimizer_slots(opt.params()) {
             Ok(slots) => slots,

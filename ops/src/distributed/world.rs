@@ -22,6 +22,10 @@ use super::shared_slots::SharedSlots;
 /// thread that made the `World` only, which is why `World` is neither `Send` nor `Sync`), and
 /// finalised when the `World` drops. MPI can be initialised once per process, so there is at
 /// most one `World`.
+///
+/// Every rank calls each collective at the same point of its program. A collective called
+/// while another runs on this rank is `Error::Runtime`, with nothing sent: that happens to an
+/// optimizer that [`Ddp::backward_step`](super::Ddp::backward_step) steps while it averages.
 pub struct World {
     // declared before `comm` and `universe`: the window is freed before its communicator, and
     // both before MPI_Finalize

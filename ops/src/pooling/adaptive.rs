@@ -48,7 +48,8 @@ fn geometry(x: &Tensor, size: [usize; 2]) -> Result<(Planes, Windows)> {
 /// `floor(o I / O)` up to `ceil((o + 1) I / O)`. The gradient spreads each cotangent evenly
 /// over its window.
 ///
-/// A zero output size or input extent is `Error::Value`; rank and dtype as
+/// A zero output size or input extent, or a result too large to allocate, is `Error::Value`
+/// (an empty batch gives an empty result of any size); rank and dtype as
 /// [`max_pool2d`](crate::max_pool2d).
 ///
 /// ```

@@ -116,7 +116,8 @@ fn geometry(
 /// `[h, w]`, as PyTorch's `interpolate(x, size=size, mode=...)` for `nearest` and `bilinear`.
 /// The gradient adds each output's cotangent into its sources with their weights.
 ///
-/// A zero output size or input extent is `Error::Value`; rank and dtype as
+/// A zero output size or input extent, or a result too large to allocate, is `Error::Value`
+/// (an empty batch gives an empty result of any size); rank and dtype as
 /// [`max_pool2d`](crate::max_pool2d).
 ///
 /// ```
