@@ -210,19 +210,35 @@ fn optimizers(net: &Net) -> autograd_core::Result<Vec<Box<dyn Optimizer>>> {
     ])
 }
 
-/// An optimizer that records how many gradients each of its steps takes, and steps each
-/// parameter apart only when `apart` says so.
-struct Recording {
-    inner: Box<dyn Optimizer>,
+/// What a [`Recording`] optimizer runs before each step.
+type BeforeStep<'a> = Box<dyn FnMut() -> autograd_core::Result<()> + 'a>;
+
+/// An optimizer that records how many gradients each of its steps takes, runs `before` ahead
+/// of each, and steps each parameter apart only when `apart` says so.
+struct Recording<'a> {
+    inner: Box<dyn Optimizer + 'a>,
     apart: bool,
     steps: Vec<usize>,
+    before: BeforeStep<'a>,
 }
 
-impl Optimizer for Recording {
+impl<'a> Recording<'a> {
+    fn new(inner: Box<dyn Optimizer + 'a>, apart: bool) -> Recording<'a> {
+        Recording {
+            inner,
+            apart,
+            steps: Vec::new(),
+            before: Box::new(|| Ok(())),
+        }
+    }
+}
+
+impl Optimizer for Recording<'_> {
     fn params(&self) -> &[Tensor] {
         self.inner.params()
     }
     fn step_with(&mut self, grads: &[Option<Tensor>]) -> autograd_core::Result<()> {
+        (self.before)()?;
         self.steps
             .push(grads.iter().filter(|g| g.is_some()).count());
         self.inner.step_with(grads)
@@ -243,7 +259,7 @@ impl Optimizer for Recording {
 fn train_both(
     world: &World,
     (plain, plain_opt): (&Ddp<'_, Net>, &mut dyn Optimizer),
-    (fused, fused_opt): (&Ddp<'_, Net>, &mut Recording),
+    (fused, fused_opt): (&Ddp<'_, Net>, &mut Recording<'_>),
 ) -> autograd_core::Result<()> {
     for step in 0..STEPS {
         let (x, y) = batch(step)?;
@@ -272,11 +288,7 @@ fn backward_step_equals_backward_then_step(world: &World) -> Check {
                 "optimizer {k} does not step its parameters apart"
             );
             let stepped = inner.params().len();
-            let mut fused_opt = Recording {
-                inner,
-                apart,
-                steps: Vec::new(),
-            };
+            let mut fused_opt = Recording::new(inner, apart);
             tri!(train_both(
                 world,
                 (&plain, plain_opt.as_mut()),
@@ -318,42 +330,20 @@ fn backward_step_equals_backward_then_step(world: &World) -> Check {
     Ok(())
 }
 
-/// An optimizer that, in each step, formats its `Ddp` and then calls a collective, which no
-/// other rank is calling at that point.
-struct Meddling<'a, 'w> {
-    inner: Sgd,
-    ddp: &'a Ddp<'w, Net>,
-}
-
-impl Optimizer for Meddling<'_, '_> {
-    fn params(&self) -> &[Tensor] {
-        self.inner.params()
-    }
-    fn step_with(&mut self, grads: &[Option<Tensor>]) -> autograd_core::Result<()> {
-        // readable while the Ddp averages
-        let _ = format!("{:?} {}", self.ddp, self.ddp.bucket_count());
-        self.ddp
-            .world()
-            .all_reduce(&Tensor::scalar(1.0), ReduceOp::Sum)?;
-        self.inner.step_with(grads)
-    }
-    fn lr(&self) -> f32 {
-        self.inner.lr()
-    }
-    fn set_lr(&mut self, lr: f32) -> autograd_core::Result<()> {
-        self.inner.set_lr(lr)
-    }
-    fn steps_each_parameter_apart(&self) -> bool {
-        true
-    }
-}
-
 fn a_collective_from_a_step_inside_backward_step_is_refused(world: &World) -> Check {
     let (odd, x, y, ddp) = tri!(one_rank_fails(world, 2));
     let loss = tri!(ddp.module().loss(&x, &y));
     let r = if world.rank() == odd {
-        let inner = tri!(sgd(ddp.module().parameters()));
-        ddp.backward_step(&loss, &mut Meddling { inner, ddp: &ddp })
+        // an optimizer that formats the Ddp (readable while it averages) and then calls a
+        // collective no other rank is calling at that point
+        let mut meddling = Recording::new(Box::new(tri!(sgd(ddp.module().parameters()))), true);
+        meddling.before = Box::new(|| {
+            let _ = format!("{:?} {}", ddp, ddp.bucket_count());
+            ddp.world()
+                .all_reduce(&Tensor::scalar(1.0), ReduceOp::Sum)
+                .map(drop)
+        });
+        ddp.backward_step(&loss, &mut meddling)
     } else {
         ddp.backward_step(&loss, &mut tri!(sgd(ddp.module().parameters())))
     };
@@ -502,11 +492,7 @@ fn parameters_in_one_buffer_step_at_once(world: &World) -> Check {
         DdpOptions { bucket_bytes: 40 }
     ));
     let mut plain_opt = tri!(sgd(plain.module().parameters()));
-    let mut fused_opt = Recording {
-        inner: Box::new(tri!(sgd(fused.module().parameters()))),
-        apart: true,
-        steps: Vec::new(),
-    };
+    let mut fused_opt = Recording::new(Box::new(tri!(sgd(fused.module().parameters()))), true);
     tri!(train_both(
         world,
         (&plain, &mut plain_opt),
