@@ -347,16 +347,16 @@ fn a_collective_from_a_step_inside_backward_step_is_refused(world: &World) -> Ch
     } else {
         ddp.backward_step(&loss, &mut tri!(sgd(ddp.module().parameters())))
     };
-    let why = if world.rank() == odd {
-        "World::all_reduce was called on rank"
-    } else {
-        "failed on rank"
-    };
-    check!(
-        matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains(why)),
-        "rank {} got {r:?} while rank {odd}'s optimizer called a collective",
-        world.rank()
-    );
+    runtime_error_by_rank(
+        world,
+        &r,
+        (
+            odd,
+            "World::all_reduce was called on rank",
+            "failed on rank",
+        ),
+        &format!("while rank {odd}'s optimizer called a collective"),
+    )?;
     // the refused collective sent nothing: the ranks are still in step
     let rank = tri!(Tensor::from_vec(vec![world.rank() as f64], shape![1]));
     let sum = tri!(tri!(world.all_reduce(&rank, ReduceOp::Sum)).to_vec::<f64>());
@@ -378,6 +378,27 @@ fn one_rank_fails(
     let (x, y) = (share(world, &x)?, share(world, &y)?);
     let ddp = Ddp::new(world, Net::new(1, HIDDEN)?, DdpOptions { bucket_bytes: 64 })?;
     Ok((world.size() - 1, x, y, ddp))
+}
+
+/// `Ok` when `r` is `Error::Runtime` saying `odd_says` on rank `odd` and `others_say` on
+/// every other rank; else a failure naming the rank, what it got, and `when`.
+fn runtime_error_by_rank(
+    world: &World,
+    r: &autograd_core::Result<()>,
+    (odd, odd_says, others_say): (usize, &str, &str),
+    when: &str,
+) -> Check {
+    let why = if world.rank() == odd {
+        odd_says
+    } else {
+        others_say
+    };
+    check!(
+        matches!(r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains(why)),
+        "rank {} got {r:?} {when}",
+        world.rank()
+    );
+    Ok(())
 }
 
 /// Whether `net`'s gradients are one process's on `(x, y)` from rank 0's initialisation: this
@@ -437,16 +458,12 @@ fn backward_step_refuses_an_optimizer_of_other_parameters(world: &World) -> Chec
         tri!(loss.backward());
     }
     let r = ddp.backward_step(&loss, &mut opt);
-    let why = if world.rank() == odd {
-        "retain_graph"
-    } else {
-        "1 of the"
-    };
-    check!(
-        matches!(&r, Err(e) if e.kind() == ErrorKind::Runtime && e.to_string().contains(why)),
-        "rank {} got {r:?} while rank {odd}'s backward failed",
-        world.rank()
-    );
+    runtime_error_by_rank(
+        world,
+        &r,
+        (odd, "retain_graph", "1 of the"),
+        &format!("while rank {odd}'s backward failed"),
+    )?;
     check!(
         tri!(flat(ddp.module())) == before,
         "a parameter was stepped although rank {odd}'s backward failed"
